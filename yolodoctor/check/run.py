@@ -1,0 +1,65 @@
+"""`yolodoctor check`: run every probe in order, each reading the facts of those before it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from yolodoctor.check.config import probe_config
+from yolodoctor.check.environment import probe_environment
+from yolodoctor.check.probe import ProbeResult
+from yolodoctor.check.resources import probe_resources
+from yolodoctor.check.storage import probe_storage
+from yolodoctor.findings import Finding
+
+MODEL_TASKS = {"-seg": "segment", "-pose": "pose", "-obb": "obb", "-cls": "classify"}
+
+
+@dataclass
+class CheckReport:
+    args: dict[str, Any]
+    facts: dict[str, Any] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def task_of(user: dict[str, Any]) -> str | None:
+    if user.get("task"):
+        return str(user["task"])
+    stem = Path(str(user.get("model") or "")).stem
+    return next((t for suffix, t in MODEL_TASKS.items() if stem.endswith(suffix) or suffix + "." in stem), None)
+
+
+def run_check(user: dict[str, Any], args: dict[str, Any], *, torch_flags: dict[str, Any] | None = None,
+              cold: bool = True, log=None) -> CheckReport:
+    """``user``: the arguments given; ``args``: effective arguments (Ultralytics defaults filled in)."""
+    report = CheckReport(args=args)
+    acc = ProbeResult()
+
+    def step(name: str, fn) -> Any:
+        if log:
+            log(f"checking {name}...")
+        t = time.perf_counter()
+        out = fn()
+        report.seconds[name] = round(time.perf_counter() - t, 3)
+        if isinstance(out, ProbeResult):
+            acc.merge(out)
+        return out
+
+    step("environment", lambda: probe_environment(args))
+    images: list[Path] = []
+    if args.get("data"):
+        from yolodoctor.check.dataset import check_dataset
+
+        ds = step("dataset", lambda: check_dataset(args["data"], task=task_of(user)))
+        if ds.index is not None:
+            images = list(ds.index.splits.get("train") or [])
+    acc.facts["check.data_given"] = bool(args.get("data"))
+    step("resources", lambda: probe_resources(args, acc.facts))
+    step("storage", lambda: probe_storage(images, args, acc.facts, cold=cold))
+    step("config", lambda: probe_config(user, args, acc.facts, torch_flags))
+    report.facts, report.findings = acc.facts, acc.findings
+    report.facts["check.seconds"] = report.seconds
+    return report

@@ -1,0 +1,153 @@
+"""Storage probe: where the images live, how fast they read cold, and how long one core takes to decode them.
+
+The read is measured cold: each sampled file is flushed (fdatasync) and dropped from the page cache with
+posix_fadvise(DONTNEED), which needs no root; the fact ``io.cache_state`` says whether that worked. Decode is
+OpenCV's imread plus the resize to imgsz, as Ultralytics' load_image does, timed on the same sample (warm).
+
+Finding ids:
+  IO101 network-filesystem  warning  the dataset is on a network or FUSE file system
+  IO102 slow-read           warning  cold reads alone cap the loader below LOADER_FLOOR images/s
+  IO103 expensive-decode    warning  decoding caps the loader (effective workers) below LOADER_FLOOR images/s
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from yolodoctor.api import system
+from yolodoctor.check.probe import ProbeResult
+from yolodoctor.findings import Finding, Fix, Severity
+
+SAMPLE = 48
+# Below this many images/s the loader would starve a modern GPU on yolo11n at 640 (DESIGN.md section 4 measured
+# 190-1100 images/s on an H200). The profiler measures the real balance; check only flags clear cases.
+LOADER_FLOOR = 300.0
+
+
+def drop_cache(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return True
+    except (OSError, AttributeError):
+        return False
+    finally:
+        os.close(fd)
+
+
+def timed_read(path: Path) -> tuple[int, float]:
+    t = time.perf_counter()
+    with open(path, "rb", buffering=0) as fh:
+        n = len(fh.read())
+    return n, time.perf_counter() - t
+
+
+def timed_decode(path: Path, imgsz: int) -> tuple[float, float] | None:
+    """(decode seconds, resize seconds) as Ultralytics' load_image does it, or None if OpenCV cannot decode."""
+    import cv2
+
+    t0 = time.perf_counter()
+    im = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    t1 = time.perf_counter()
+    if im is None:
+        return None
+    h, w = im.shape[:2]
+    r = imgsz / max(h, w)
+    if r != 1:
+        interp = cv2.INTER_LINEAR if r > 1 else cv2.INTER_AREA
+        cv2.resize(im, (min(round(w * r), imgsz), min(round(h * r), imgsz)), interpolation=interp)
+    return t1 - t0, time.perf_counter() - t1
+
+
+def sample_paths(paths: Sequence[Path], n: int = SAMPLE, seed: int = 0) -> list[Path]:
+    paths = list(paths)
+    if len(paths) <= n:
+        return paths
+    return random.Random(seed).sample(paths, n)
+
+
+def probe_storage(images: Sequence[Path], args: dict[str, Any], facts: dict[str, Any], *, cold: bool = True,
+                  sample: int = SAMPLE, partitions: list | None = None) -> ProbeResult:
+    res = ProbeResult()
+    f = res.facts
+    if not images:
+        return res
+    root = Path(facts.get("dataset.root") or Path(images[0]).parent)
+    mount = system.mount_of(root, partitions)
+    f["io.mount"] = mount
+    f["io.network_fs"] = system.is_network_fs(mount["fstype"] if mount else None)
+    if f["io.network_fs"]:
+        res.findings.append(Finding(
+            "IO101", "network-filesystem", "io", Severity.warning,
+            f"The dataset is on {mount['fstype']} ({mount['mountpoint']}): every epoch re-reads it over the network"
+            " or through FUSE, with latency the loader workers must hide.",
+            evidence={"mount": mount, "path": str(root)},
+            fix=Fix(args={"cache": "ram"} if facts.get("cache.ram_fits") else {},
+                    note=None if facts.get("cache.ram_fits") else "copy the dataset to a local disk"),
+        ))
+
+    picked = sample_paths(images, sample)
+    dropped = [drop_cache(p) for p in picked] if cold else [False] * len(picked)
+    f["io.cache_state"] = "cold" if cold and all(dropped) else ("partly-cold" if any(dropped) else "warm")
+    reads = [timed_read(p) for p in picked]
+    nbytes = sum(n for n, _ in reads)
+    secs = sum(s for _, s in reads)
+    f["io.sample_files"] = len(picked)
+    f["io.read_mb_s"] = round(nbytes / secs / 1e6, 1) if secs > 0 else None
+    f["io.read_ms_per_image"] = round(1000 * secs / len(picked), 3)
+
+    imgsz = args.get("imgsz") or 640
+    imgsz = max(imgsz) if isinstance(imgsz, (list, tuple)) else int(imgsz)
+    timings = [t for t in (timed_decode(p, imgsz) for p in picked) if t is not None]
+    if not timings:
+        return res
+    decode = [1000 * d for d, _ in timings]
+    resize = [1000 * r for _, r in timings]
+    f["io.decode_ms_median"] = round(statistics.median(decode), 3)
+    f["io.decode_ms_p90"] = round(sorted(decode)[int(0.9 * (len(decode) - 1))], 3)
+    f["io.resize_ms_median"] = round(statistics.median(resize), 3)
+    per_image_ms = f["io.read_ms_per_image"] + f["io.decode_ms_median"] + f["io.resize_ms_median"]
+    f["io.images_per_s_per_core"] = round(1000 / per_image_ms, 1)
+    _rate_findings(res, facts)
+    return res
+
+
+def _rate_findings(res: ProbeResult, facts: dict[str, Any]) -> None:
+    f = res.facts
+    if facts.get("env.device_kind") != "cuda":
+        return  # on the CPU the model, not the loader, is the bottleneck; the profiler says so with numbers
+    nw = max(facts.get("loader.workers_effective") or 0, 1)
+    read_ceiling = 1000 / f["io.read_ms_per_image"] * nw if f["io.read_ms_per_image"] > 0 else float("inf")
+    decode_ms = f["io.decode_ms_median"] + f["io.resize_ms_median"]
+    decode_ceiling = 1000 / decode_ms * nw
+    f["io.read_ceiling_images_per_s"] = round(read_ceiling, 1)
+    f["io.decode_ceiling_images_per_s"] = round(decode_ceiling, 1)
+    cache_fix = Fix(args={"cache": "ram"}) if facts.get("cache.ram_fits") else None
+    if read_ceiling < LOADER_FLOOR:
+        res.findings.append(Finding(
+            "IO102", "slow-read", "io", Severity.warning,
+            f"Cold reads take {f['io.read_ms_per_image']:.1f} ms per image ({f['io.read_mb_s']} MB/s, {f['io.cache_state']}):"
+            f" {nw} workers can read at most {read_ceiling:.0f} images/s.",
+            evidence={k: f[k] for k in ("io.read_mb_s", "io.read_ms_per_image", "io.cache_state", "io.sample_files")}
+            | {"workers": nw},
+            fix=cache_fix,
+        ))
+    if decode_ceiling < LOADER_FLOOR:
+        fmt = facts.get("dataset.image_formats") or {}
+        res.findings.append(Finding(
+            "IO103", "expensive-decode", "io", Severity.warning,
+            f"Decoding and resizing take {decode_ms:.1f} ms per image on one core: {nw} workers can deliver at most"
+            f" {decode_ceiling:.0f} images/s before any augmentation.",
+            evidence={"decode_ms_median": f["io.decode_ms_median"], "resize_ms_median": f["io.resize_ms_median"],
+                      "workers": nw, "image_formats": fmt, "image_size_median": facts.get("dataset.image_size_median")},
+            fix=cache_fix or Fix(note="store the images as JPEG at about the training resolution"),
+        ))

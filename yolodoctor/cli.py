@@ -1,0 +1,142 @@
+"""Command line (click). Exit codes: 0 ok, 1 findings at or above --fail-on, 2 could not run, 130 interrupted."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from yolodoctor import __version__
+from yolodoctor.errors import UsageError, YoloDoctorError
+from yolodoctor.findings import Severity, exit_code
+
+FAIL_ON = click.Choice(["info", "warning", "error"])
+
+
+class Ctx:
+    def __init__(self, debug: bool, command: list[str]) -> None:
+        self.debug = debug
+        self.command = command  # words after `--`
+
+
+def stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def stdout_console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def no_command(ctx: Ctx, name: str) -> None:
+    if ctx.command:
+        raise UsageError(f"`{name}` takes no `-- COMMAND`")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="yolodoctor")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.pass_context
+def cli(click_ctx: click.Context, debug: bool) -> None:
+    """Find out why an Ultralytics YOLO training run is slow, and fix it."""
+    click_ctx.obj = Ctx(debug, (click_ctx.obj or {}).get("command", []))
+    os.environ.setdefault("YOLO_VERBOSE", "False")
+
+
+@cli.command()
+@click.argument("train_args", nargs=-1, metavar="[KEY=VALUE]...")
+@click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
+@click.option("--fail-on", type=FAIL_ON, default="error", show_default=True, help="Exit 1 at or above this severity.")
+@click.option("--warm", is_flag=True, help="Measure reads warm (skip dropping the sample from the page cache).")
+@click.pass_obj
+def check(ctx: Ctx, train_args: tuple[str, ...], as_json: bool, fail_on: str, warm: bool) -> None:
+    """Examine environment, dataset, storage, memory and configuration before training."""
+    no_command(ctx, "check")
+    from yolodoctor.commands.check import run
+
+    sys.exit(run(list(train_args), as_json=as_json, fail_on=Severity.parse(fail_on), cold=not warm))
+
+
+@cli.command("make-dataset")
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.option("--images", default=64, show_default=True, type=click.IntRange(1), help="Training images.")
+@click.option("--val-images", type=click.IntRange(1), default=None, help="Validation images [default: images/5, >=2].")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--task", type=click.Choice(["detect", "segment", "pose", "obb"]), default="detect", show_default=True)
+@click.option("--format", "image_format", type=click.Choice(["jpg", "png"]), default="jpg", show_default=True)
+@click.option("--size", default="640x480", show_default=True, help="Image WIDTHxHEIGHT.")
+@click.option("--classes", default=3, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--workers", type=click.IntRange(1), default=None, help="Processes [default: usable cores].")
+@click.option("--force", is_flag=True, help="Replace a dataset this command made before (never other files).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def make_dataset(ctx: Ctx, out_dir: Path, images: int, val_images: int | None, seed: int, task: str,
+                 image_format: str, size: str, classes: int, workers: int | None, force: bool, as_json: bool) -> None:
+    """Write a synthetic YOLO dataset (deterministic by seed) with a data.yaml."""
+    no_command(ctx, "make-dataset")
+    from yolodoctor.commands.make_dataset import run
+
+    sys.exit(run(out_dir, images=images, val_images=val_images, seed=seed, task=task, image_format=image_format,
+                 size=size, classes=classes, workers=workers, force=force, as_json=as_json))
+
+
+@cli.command()
+@click.option("--dir", "work_dir", type=click.Path(path_type=Path), default=Path("runs/yolodoctor/demo-data"),
+              show_default=True, help="Where the demo dataset is written (reused when present).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def demo(ctx: Ctx, work_dir: Path, as_json: bool) -> None:
+    """Make a small synthetic dataset, check it, and show the report."""
+    no_command(ctx, "demo")
+    from yolodoctor.commands.demo import run
+
+    sys.exit(run(work_dir, as_json=as_json))
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Words before `--` go to click; words after are the program to profile (DESIGN.md section 3)."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    words, command = split_command(argv)
+    debug = "--debug" in words
+    try:
+        rc = cli.main(args=words, prog_name="yolodoctor", standalone_mode=False, obj={"command": command})
+        sys.exit(rc or 0)
+    except click.exceptions.Exit as e:  # --help, --version
+        sys.exit(e.exit_code)
+    except click.ClickException as e:  # usage errors: one line
+        _fail(e.format_message(), 2)
+    except click.exceptions.Abort:
+        _fail("interrupted", 130)
+    except YoloDoctorError as e:
+        if debug:
+            raise
+        _fail(str(e), e.exit_code)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except SystemExit:
+        raise
+    except Exception as e:  # a bug: one line unless --debug
+        if debug:
+            raise
+        _fail(f"internal error ({type(e).__name__}: {e}); rerun with --debug for the traceback", 2)
+
+
+def _fail(message: str, code: int) -> None:
+    message = " ".join(str(message).split())
+    sys.stderr.write(f"yolodoctor: error: {message}\n")
+    sys.stderr.flush()
+    sys.exit(code)
+
+

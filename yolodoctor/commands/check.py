@@ -1,0 +1,36 @@
+"""`yolodoctor check [KEY=VALUE ...]`."""
+
+from __future__ import annotations
+
+from yolodoctor import report
+from yolodoctor.findings import Severity, exit_code
+
+SUMMARY = [
+    ("python", "env.python"), ("torch", "env.torch"), ("CUDA (torch build)", "env.torch_cuda_build"),
+    ("cuDNN", "env.cudnn"), ("driver", "env.driver"), ("GPU", "gpu.name"), ("ultralytics", "env.ultralytics"),
+    ("device", "env.device_kind"), ("dataset", "dataset.yaml"), ("task", "dataset.task"),
+    ("train images", "dataset.images.train"), ("val images", "dataset.images.val"),
+    ("usable cores", "cpu.usable"), ("workers (effective)", "loader.workers_effective"),
+    ("read MB/s", "io.read_mb_s"), ("read cache state", "io.cache_state"), ("decode ms/image", "io.decode_ms_median"),
+    ("images/s per loader core", "io.images_per_s_per_core"),
+]
+
+
+def run(words: list[str], *, as_json: bool, fail_on: Severity, cold: bool = True) -> int:
+    from yolodoctor import trainargs
+    from yolodoctor.check.run import run_check
+    from yolodoctor.cli import stderr_console, stdout_console
+
+    user = trainargs.parse_kv(words)
+    args = trainargs.effective(user)
+    err = stderr_console()
+    with err.status("checking...") as status:
+        rep = run_check(user, args, cold=cold, log=lambda m: status.update(m))
+    if as_json:
+        report.dump_json(report.envelope("check", rep.findings, rep.facts, args=user))
+    else:
+        out = stdout_console()
+        out.rule("[bold]yolodoctor check")
+        report.render_facts(out, rep.facts, SUMMARY)
+        report.render_findings(out, rep.findings, "Findings")
+    return exit_code(rep.findings, fail_on)

@@ -1,0 +1,46 @@
+"""`yolodoctor demo`: the main job on an embedded default — make a small synthetic dataset, check it, report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from yolodoctor import report
+from yolodoctor.findings import Severity, exit_code
+
+DEMO_DATASET = {"images": 64, "val_images": 16, "seed": 0, "task": "detect", "image_format": "jpg",
+                "width": 640, "height": 480}
+DEMO_ARGS = ["model=yolo11n.yaml", "imgsz=160", "batch=8", "epochs=1"]
+
+
+def ensure_dataset(work_dir: Path, log) -> Path:
+    from yolodoctor.datasets.synth import make_dataset
+
+    yaml_path = work_dir / "data.yaml"
+    if (work_dir / ".yolodoctor-dataset").is_file() and yaml_path.is_file():
+        log(f"reusing the demo dataset in {work_dir}")
+        return yaml_path
+    log(f"writing a synthetic dataset ({DEMO_DATASET['images']} train images) to {work_dir}")
+    return Path(make_dataset(work_dir, **DEMO_DATASET).yaml_path)
+
+
+def run(work_dir: Path, *, as_json: bool) -> int:
+    from yolodoctor import trainargs
+    from yolodoctor.check.run import run_check
+    from yolodoctor.cli import stderr_console, stdout_console
+
+    err = stderr_console()
+    yaml_path = ensure_dataset(work_dir, lambda m: err.print(f"[dim]{m}[/]"))
+    user = trainargs.parse_kv([*DEMO_ARGS, f"data={yaml_path}"])
+    args = trainargs.effective(user)
+    with err.status("checking..."):
+        rep = run_check(user, args)
+    if as_json:
+        report.dump_json(report.envelope("demo", rep.findings, rep.facts, args=user, check=True))
+    else:
+        from yolodoctor.commands.check import SUMMARY
+
+        out = stdout_console()
+        out.rule("[bold]yolodoctor demo: check")
+        report.render_facts(out, rep.facts, SUMMARY)
+        report.render_findings(out, rep.findings, "Findings")
+    return exit_code(rep.findings, Severity.error)

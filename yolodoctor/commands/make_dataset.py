@@ -1,0 +1,46 @@
+"""`yolodoctor make-dataset DIR`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from yolodoctor import report
+from yolodoctor.errors import UsageError
+
+
+def parse_size(size: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", size)
+    if not m or int(m[1]) < 32 or int(m[2]) < 32:
+        raise UsageError(f"--size must be WIDTHxHEIGHT with both at least 32, got {size!r}")
+    return int(m[1]), int(m[2])
+
+
+def run(out_dir: Path, *, images: int, val_images: int | None, seed: int, task: str, image_format: str, size: str,
+        classes: int, workers: int | None, force: bool, as_json: bool) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from yolodoctor.cli import stderr_console, stdout_console
+    from yolodoctor.datasets.synth import make_dataset
+
+    width, height = parse_size(size)
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=stderr_console(), transient=True) as progress:
+        bar = progress.add_task("writing images", total=None)
+        try:
+            info = make_dataset(out_dir, images=images, val_images=val_images, seed=seed, task=task,
+                                image_format=image_format, width=width, height=height, classes=classes,
+                                workers=workers, force=force,
+                                progress=lambda done, total: progress.update(bar, completed=done, total=total))
+        except FileExistsError as e:
+            raise UsageError(str(e)) from None
+        except OSError as e:
+            raise UsageError(f"cannot write the dataset to {out_dir}: {e.strerror or e}") from None
+    if as_json:
+        report.dump_json(report.envelope("make-dataset", [], {}, dataset=info.to_dict()))
+    else:
+        d = info.to_dict()
+        stdout_console().print(
+            f"wrote {d['train_images']} train + {d['val_images']} val {task} images ({image_format}, {width}x{height},"
+            f" {d['total_bytes'] / 1e6:.1f} MB) in {d['seconds']:.1f} s\ndata.yaml: {d['yaml_path']}")
+    return 0

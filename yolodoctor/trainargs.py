@@ -1,0 +1,62 @@
+"""KEY=VALUE Ultralytics train arguments, parsed and validated exactly as `yolo train` does.
+
+The values are converted with Ultralytics' own ``smart_value`` and checked with its ``check_cfg``, so a key means
+here what it means to Ultralytics. Importing Ultralytics costs about two seconds, so this happens only when a
+command that takes train arguments runs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from yolodoctor.errors import UsageError
+
+# Defaults yolodoctor uses when the user gives none: a model that builds without downloads.
+DEFAULT_MODEL = "yolo11n.yaml"
+
+
+def _ultralytics_cfg():
+    os.environ.setdefault("YOLO_VERBOSE", "False")
+    from ultralytics import cfg  # heavy: torch
+
+    return cfg
+
+
+def parse_kv(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Parse ``KEY=VALUE`` words into a dict of validated Ultralytics train arguments (user-given keys only)."""
+    cfg = _ultralytics_cfg()
+    defaults = cfg.DEFAULT_CFG_DICT
+    out: dict[str, Any] = {}
+    for word in pairs:
+        key, sep, raw = word.partition("=")
+        key = key.strip().lstrip("-")
+        if not sep or not key:
+            raise UsageError(f"expected KEY=VALUE, got {word!r} (for example: batch=32 workers=8)")
+        if key not in defaults:
+            close = _close_keys(key, defaults)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise UsageError(f"unknown train argument {key!r}{hint}")
+        if key in out:
+            raise UsageError(f"train argument {key!r} given twice")
+        out[key] = cfg.smart_value(raw) if raw != "" else None
+    try:
+        cfg.check_cfg(out)
+    except (TypeError, ValueError) as e:
+        raise UsageError(str(e).strip()) from None
+    return out
+
+
+def _close_keys(key: str, defaults: dict) -> list[str]:
+    import difflib
+
+    return difflib.get_close_matches(key, list(defaults), n=2, cutoff=0.75)
+
+
+def effective(user: dict[str, Any]) -> dict[str, Any]:
+    """Ultralytics' defaults overlaid with the user's arguments (and yolodoctor's offline-safe default model)."""
+    cfg = _ultralytics_cfg()
+    args = dict(cfg.DEFAULT_CFG_DICT)
+    args["model"] = DEFAULT_MODEL
+    args.update(user)
+    return args
