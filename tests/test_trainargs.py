@@ -1,0 +1,30 @@
+import pytest
+
+from yolodoctor.errors import UsageError
+from yolodoctor.trainargs import DEFAULT_MODEL, effective, parse_kv
+
+
+def test_values_parsed_like_yolo_train():
+    args = parse_kv(["batch=32", "amp=BF16", "compile=reduce-overhead", "cache=ram", "workers=4", "device=None",
+                     "imgsz=640", "lr0=1e-3", "deterministic=False"])
+    assert args == {"batch": 32, "amp": "bf16", "compile": "reduce-overhead", "cache": "ram", "workers": 4,
+                    "device": None, "imgsz": 640, "lr0": 0.001, "deterministic": False}
+
+
+@pytest.mark.parametrize("word,needle", [
+    ("bach=3", "did you mean batch"), ("batch=abc", "batch"), ("amp=fp8", "amp"), ("x", "KEY=VALUE"),
+    ("=3", "KEY=VALUE"), ("lr0=fast", "lr0"), ("epochs=1.5", "epochs"), ("deterministic=maybe", "deterministic"),
+])
+def test_bad_arguments_are_usage_errors(word, needle):
+    with pytest.raises(UsageError, match=needle):
+        parse_kv([word])
+
+
+def test_duplicate_key():
+    with pytest.raises(UsageError, match="twice"):
+        parse_kv(["batch=8", "batch=16"])
+
+
+def test_effective_fills_ultralytics_defaults_and_offline_model():
+    args = effective({"batch": 8})
+    assert args["batch"] == 8 and args["workers"] == 8 and args["nbs"] == 64 and args["model"] == DEFAULT_MODEL
