@@ -1,0 +1,75 @@
+"""The command-line contract (DESIGN.md section 3): exit codes, pure --json on stdout, one-line errors."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures" / "datasets"
+
+
+def yd(*args, timeout=120, env=None):
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", *map(str, args)], capture_output=True, text=True,
+                       timeout=timeout, cwd=ROOT, env={**os.environ, "YOLO_OFFLINE": "1", **(env or {})})
+    return p.returncode, p.stdout, p.stderr
+
+
+def assert_one_line_error(err):
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("yolodoctor: error:"), err
+
+
+def test_import_is_light():
+    code = "import sys, yolodoctor, yolodoctor.cli, yolodoctor.findings, yolodoctor.report; " \
+           "print(sorted(m for m in ('torch', 'ultralytics', 'cv2', 'textual') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["check", "bach=3"], "did you mean batch"),
+    (["check", "batch=abc"], "batch"),
+    (["check", "data=/nonexistent/data.yaml"], "not found"),
+    (["check", "--fail-on", "fatal"], "fail-on"),
+    (["check", "--", "python", "train.py"], "takes no"),
+    (["nosuchcommand"], "No such command"),
+    (["make-dataset", "/tmp/x", "--size", "12x3"], "--size"),
+])
+def test_usage_errors_exit_2_with_one_line(args, needle):
+    rc, out, err = yd(*args)
+    assert rc == 2, (out, err)
+    assert needle in err
+    assert_one_line_error(err)
+    assert out == ""
+
+
+def test_check_json_is_pure_and_follows_contract():
+    rc, out, err = yd("check", "model=yolo11n.yaml", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)  # nothing but JSON on stdout
+    assert doc["schema"] == 1 and doc["command"] == "check" and doc["run_dir"] is None
+    assert isinstance(doc["facts"], dict) and doc["facts"]["env.torch"]
+    for f in doc["findings"]:
+        assert set(f) == {"id", "name", "category", "severity", "message", "evidence", "fix"}
+        if f["fix"]:
+            assert {"args", "env", "torch_flags", "safety", "changes_training", "seconds_saved_per_epoch",
+                    "one_off_seconds"} <= set(f["fix"])
+
+
+def test_fail_on_threshold():
+    # on this CPU machine the environment yields an info finding (no GPU): --fail-on info turns it into exit 1
+    rc, out, _ = yd("check", "--json", "--fail-on", "info")
+    assert rc == 1 and json.loads(out)["findings"]
+    assert yd("check", "--json")[0] == 0
+
+
+def test_help_and_version():
+    rc, out, _ = yd("--help")
+    assert rc == 0 and "check" in out and "make-dataset" in out
+    rc, out, _ = yd("--version")
+    assert rc == 0 and "yolodoctor" in out
