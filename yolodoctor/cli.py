@@ -62,6 +62,29 @@ def check(ctx: Ctx, train_args: tuple[str, ...], as_json: bool, fail_on: str, wa
     sys.exit(run(list(train_args), as_json=as_json, fail_on=Severity.parse(fail_on), cold=not warm))
 
 
+@cli.command()
+@click.argument("train_args", nargs=-1, metavar="[KEY=VALUE]...")
+@click.option("--steps", type=click.IntRange(1), default=None,
+              help="Stop after N steps, skipping the validation and saving that follow [default: settle + 3 x the"
+                   " loader's prefetch depth]. Use --all for the whole run.")
+@click.option("--all", "whole", is_flag=True, help="Profile the whole run, validation included.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Run directory (must not exist).")
+@click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
+@click.option("--fail-on", type=FAIL_ON, default="error", show_default=True)
+@click.pass_obj
+def profile(ctx: Ctx, train_args: tuple[str, ...], steps: int | None, whole: bool, out: Path | None, as_json: bool,
+            fail_on: str) -> None:
+    """Run (part of) the real training under measurement and write a run directory."""
+    if ctx.command:
+        raise UsageError("script mode (`-- COMMAND`) is not available yet; pass KEY=VALUE train arguments")
+    if whole and steps:
+        raise UsageError("--steps and --all exclude each other")
+    from yolodoctor.commands.profile import run
+
+    sys.exit(run(list(train_args), steps=-1 if whole else steps, out=out, as_json=as_json,
+                 fail_on=Severity.parse(fail_on)))
+
+
 @cli.command("make-dataset")
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--images", default=64, show_default=True, type=click.IntRange(1), help="Training images.")

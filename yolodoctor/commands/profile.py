@@ -1,0 +1,69 @@
+"""`yolodoctor profile [KEY=VALUE ...] [--steps N] [--out DIR]`."""
+
+from __future__ import annotations
+
+from yolodoctor import report
+from yolodoctor.findings import Finding, Fix, Severity, exit_code
+from yolodoctor.profile import Profile
+
+SUMMARY = [
+    ("status", "status"), ("reason", "reason"), ("steps", "summary.steps"), ("images", "summary.images"),
+    ("steady images/s", "summary.images_per_s"), ("data-wait share", "summary.data_wait_share"),
+    ("median step s", "summary.step_s_median"), ("device", "settings.device"), ("batch", "settings.batch"),
+    ("workers", "settings.workers"), ("precision", "settings.precision"), ("compile active", "settings.compile_active"),
+]
+
+
+def ending_findings(p: Profile) -> list[Finding]:
+    """How the training ended, as findings (the rule engine adds the performance diagnosis)."""
+    r = p.reason or ""
+    ev = {"status": p.status, "reason": p.reason, "exit_code": p.exit_code, "steps": p.summary.get("steps")}
+    if r.startswith("out-of-memory"):
+        return [Finding("MM201", "out-of-memory", "memory", Severity.error,
+                        f"Training ran out of memory after {ev['steps']} steps: {r}", ev,
+                        Fix(args={"batch": max(1, int(p.settings.get("batch") or 16) // 2)}))]
+    if r.startswith("nan"):
+        return [Finding("ST101", "nonfinite-loss", "stability", Severity.error,
+                        f"The loss became non-finite ({r}).", ev)]
+    if r.startswith(("crashed", "the training process")):
+        return [Finding("ST102", "training-crashed", "stability", Severity.error, f"Training failed: {r}", ev)]
+    return []
+
+
+def _flat(p: Profile) -> dict:
+    d = {"status": p.status, "reason": p.reason}
+    d.update({f"summary.{k}": v for k, v in p.summary.items()})
+    d.update({f"settings.{k}": v for k, v in p.settings.items()})
+    return d
+
+
+def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Severity) -> int:
+    from yolodoctor import trainargs
+    from yolodoctor.cli import stderr_console, stdout_console
+    from yolodoctor.profiling.runner import exit_code_for, run_profile
+
+    user = trainargs.parse_kv(words)
+    args = {"model": trainargs.DEFAULT_MODEL, **user}
+    if args.get("data"):
+        from pathlib import Path
+
+        if not Path(str(args["data"])).is_file():
+            from yolodoctor.errors import InputError
+
+            raise InputError(f"data.yaml not found: {args['data']} (profile never downloads datasets)")
+    err = stderr_console()
+    run_dir, prof = run_profile(args, steps=None if steps == -1 else (steps or "auto"), out=out,
+                                log=lambda m: err.print(f"[dim]{m}[/]"))
+    findings = ending_findings(prof)
+    if as_json:
+        report.dump_json(report.envelope("profile", findings, _flat(prof), run_dir=str(run_dir),
+                                         profile=prof.model_dump(by_alias=True, mode="json")))
+    else:
+        o = stdout_console()
+        o.rule(f"[bold]yolodoctor profile: {run_dir}")
+        report.render_facts(o, _flat(prof), SUMMARY)
+        if not prof.summary.get("window", {}).get("valid", True):
+            o.print(f"[yellow]window too short to conclude:[/] {prof.summary['window']['why']}")
+        report.render_findings(o, findings, "Findings")
+    code = exit_code_for(prof)
+    return code if code else exit_code(findings, fail_on)

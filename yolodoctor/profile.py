@@ -1,0 +1,85 @@
+"""The run record: what `yolodoctor profile` writes to a run directory and `diagnose` re-reads.
+
+A run directory holds
+  profile.json    this record (schema below), rewritten atomically at start and at the end of the run
+  events.jsonl    the training process's live event stream (steps, epochs, settings, errors), flushed per line
+  samples.jsonl   the sampler's stream (CPU, threads, workers, disk, memory, GPU via NVML), flushed per line
+  spec.json       what was asked: the train arguments or the command, and the step bound
+Every stream carries ``t`` on time.monotonic(), one clock for all processes of the machine.
+
+Schema 1 of profile.json:
+  schema, kind="yolodoctor-profile", yolodoctor (version), created, finished
+  status: "running" | "complete" | "incomplete";  reason: why incomplete (crashed, out-of-memory, nan, interrupted,
+          terminated) or null;  exit_code: the training process's
+  mode: "args" | "script";  args: user KEY=VALUE;  command: argv (script mode);  steps_limit
+  settings: the effective settings Ultralytics ran with (see profiling/recorder.py:effective_settings)
+  summary: steps, images, seconds, steady-state images/s and its window, data-wait and compute shares
+  files: the names above
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from yolodoctor import SCHEMA, __version__
+from yolodoctor.errors import InputError
+from yolodoctor.rundir import write_json_atomic
+
+PROFILE = "profile.json"
+EVENTS = "events.jsonl"
+SAMPLES = "samples.jsonl"
+SPEC = "spec.json"
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Profile(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    schema_: int = Field(SCHEMA, alias="schema")
+    kind: Literal["yolodoctor-profile"] = "yolodoctor-profile"
+    yolodoctor: str = __version__
+    created: str = Field(default_factory=now)
+    finished: str | None = None
+    status: Literal["running", "complete", "incomplete"] = "running"
+    reason: str | None = None
+    exit_code: int | None = None
+    mode: Literal["args", "script"] = "args"
+    args: dict[str, Any] = Field(default_factory=dict)
+    command: list[str] | None = None
+    steps_limit: int | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    summary: dict[str, Any] = Field(default_factory=dict)
+    files: dict[str, str] = Field(default_factory=lambda: {"events": EVENTS, "samples": SAMPLES})
+
+    def save(self, run_dir: str | Path) -> None:
+        write_json_atomic(Path(run_dir) / PROFILE, self.model_dump(by_alias=True, mode="json"))
+
+
+def load(run_dir: str | Path) -> Profile:
+    """Read a run directory's profile.json; anything unreadable is an InputError (exit 2), in one sentence."""
+    path = Path(run_dir) / PROFILE
+    if not Path(run_dir).is_dir():
+        raise InputError(f"run directory not found: {run_dir}")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{run_dir} is not a yolodoctor run directory (no {PROFILE})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"cannot read {path}: {e}") from None
+    if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
+        raise InputError(f"{path} has schema {raw.get('schema') if isinstance(raw, dict) else '?'}, "
+                         f"this yolodoctor reads schema {SCHEMA}")
+    try:
+        return Profile.model_validate(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"{path} is not a valid profile: {where}: {first['msg']}") from None

@@ -1,0 +1,77 @@
+"""The live event stream of a run directory: JSON lines, one record per event, flushed as written.
+
+Every record has ``type`` and ``t`` (time.monotonic(), the system-wide clock the sampler also uses). The training
+process writes ``events.jsonl`` (``events-rank{R}.jsonl`` under DDP), the sampler ``samples.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v
+
+
+class EventWriter:
+    """Append-only JSONL writer; safe to call from several threads; never raises (a full disk loses events, not
+    the training: ``dropped`` counts what could not be written)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._fh = open(self.path, "a", buffering=1, encoding="utf-8")
+        self.dropped = 0
+
+    def write(self, type_: str, **fields: Any) -> None:
+        rec = {"type": type_, "t": fields.pop("t", None) or time.monotonic(), **fields}
+        line = json.dumps(_clean(rec), default=str, allow_nan=False) + "\n"
+        with self._lock:
+            try:
+                self._fh.write(line)
+                self._fh.flush()
+            except (OSError, ValueError):
+                self.dropped += 1
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            except (OSError, ValueError):
+                pass
+            try:
+                self._fh.close()
+            except OSError:
+                pass
+
+
+def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Records of a JSONL file; a torn last line (the writer was killed mid-write) is skipped."""
+    try:
+        fh = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        return
+    with fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and "type" in rec:
+                yield rec

@@ -1,0 +1,260 @@
+"""Ultralytics callbacks that record every training step into the event stream.
+
+Timing: data wait = previous ``on_train_batch_end`` -> next ``on_train_batch_start`` and compute = start -> end, on
+the host clock (time.monotonic). On CUDA the recorder also brackets each step with CUDA events and reads them (and
+the loss) only once the GPU has passed them (``Event.query()``), so it adds no synchronisation to the hot path.
+
+Bounding: after ``steps_limit`` steps the recorder sets ``trainer.stop`` and replaces, on this trainer instance
+only, the validation, checkpoint saving, final evaluation and plotting that Ultralytics would run after a stop, so
+that a bounded profile really ends at its last step.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from typing import Any, Callable
+
+from yolodoctor.profiling.events import EventWriter
+
+EVENTS = ("on_pretrain_routine_start", "on_train_start", "on_train_epoch_start", "on_train_batch_start",
+          "on_train_batch_end", "on_train_epoch_end", "on_fit_epoch_end", "on_train_end")
+
+
+def _num(x: Any) -> float | None:
+    try:
+        return float(x.item() if hasattr(x, "item") else x)
+    except Exception:
+        return None
+
+
+class Recorder:
+    def __init__(self, events: EventWriter, *, steps_limit: int | None = None, rank: int = -1,
+                 on_settings: Callable[[dict], None] | None = None, on_workers: Callable[[dict], None] | None = None,
+                 trace=None) -> None:
+        self.events = events
+        self.steps_limit = steps_limit
+        self.rank = rank
+        self.on_settings = on_settings
+        self.on_workers = on_workers
+        self.trace = trace  # a TraceWindow or None
+        self.train_index = -1
+        self.steps = 0  # steps of this train() call
+        self.total_steps = 0
+        self.bounded = False
+        self._reset_epoch_state()
+        self._pending: deque = deque()
+        self._cuda = False
+        self._roles: dict[int, str] = {}
+        self.tid = threading.get_native_id()
+
+    # ---------------------------------------------------------------- wiring
+    def attach(self, target: Any) -> Recorder:
+        """Add the callbacks to a YOLO model (``add_callback``) or to a trainer's callback lists."""
+        for name in EVENTS:
+            fn = getattr(self, name)
+            if hasattr(target, "add_callback"):
+                target.add_callback(name, fn)
+            else:
+                target.setdefault(name, []).append(fn)
+        return self
+
+    def _reset_epoch_state(self) -> None:
+        self.i = 0
+        self.last_end: float | None = None
+
+    # ---------------------------------------------------------------- callbacks
+    def on_pretrain_routine_start(self, trainer) -> None:
+        self.train_index += 1
+        self.steps = 0
+        self.events.write("train_begin", train_index=self.train_index, rank=self.rank, tid=self.tid,
+                          trainer=type(trainer).__name__)
+
+    def on_train_start(self, trainer) -> None:
+        import torch
+
+        self._cuda = getattr(trainer.device, "type", "cpu") == "cuda"
+        settings = effective_settings(trainer)
+        self.events.write("settings", train_index=self.train_index, settings=settings)
+        if self.on_settings:
+            self.on_settings(settings)
+        self._torch = torch
+
+    def on_train_epoch_start(self, trainer) -> None:
+        self._reset_epoch_state()
+        self.epoch_t0 = time.monotonic()
+        self.last_end = self.epoch_t0
+        self.events.write("epoch_start", epoch=trainer.epoch, train_index=self.train_index,
+                          mosaic=_mosaic_on(trainer))
+
+    def on_train_batch_start(self, trainer) -> None:
+        now = time.monotonic()
+        self.t_start = now
+        self.wait = now - self.last_end if self.last_end is not None else None
+        if self.i == 0:
+            self._note_workers(trainer)
+        if self._cuda:
+            self.ev_start = self._torch.cuda.Event(enable_timing=True)
+            self.ev_start.record()
+        if self.trace is not None:
+            self.trace.before_step(self.total_steps)
+
+    def on_train_batch_end(self, trainer) -> None:
+        now = time.monotonic()
+        nb = len(trainer.train_loader)
+        n = len(trainer.train_loader.dataset)
+        bs = trainer.batch_size
+        images = bs if self.i < nb - 1 else max(n - (nb - 1) * bs, 1)
+        rec = {"epoch": trainer.epoch, "i": self.i, "step": self.total_steps, "train_index": self.train_index,
+               "t0": self.t_start, "t1": now, "wait": self.wait, "compute": now - self.t_start, "images": images,
+               "batch": bs, "accumulate": trainer.accumulate, "warmup": self._in_warmup(trainer, nb),
+               "lr": _num(trainer.optimizer.param_groups[0]["lr"]) if trainer.optimizer else None}
+        loss = getattr(trainer, "loss", None)
+        if self._cuda:
+            ev_end = self._torch.cuda.Event(enable_timing=True)
+            ev_end.record()
+            self._pending.append((rec, loss.detach() if loss is not None else None, self.ev_start, ev_end))
+            self._flush_ready()
+        else:
+            rec["loss"] = _num(loss) if loss is not None else None
+            self._emit(rec)
+        if self.trace is not None:
+            self.trace.after_step(self.total_steps)
+        self.i += 1
+        self.steps += 1
+        self.total_steps += 1
+        self.last_end = time.monotonic()
+        if self.steps_limit and self.steps >= self.steps_limit and not self.bounded:
+            self._bound(trainer)
+
+    def on_train_epoch_end(self, trainer) -> None:
+        self._flush_ready(wait=True)
+        self.events.write("epoch_end", epoch=trainer.epoch, train_index=self.train_index, steps=self.i,
+                          seconds=time.monotonic() - self.epoch_t0)
+
+    def on_fit_epoch_end(self, trainer) -> None:  # after validation and saving
+        self.events.write("fit_epoch_end", epoch=trainer.epoch, train_index=self.train_index,
+                          metrics={k: _num(v) for k, v in (trainer.metrics or {}).items()},
+                          nan_recoveries=getattr(trainer, "nan_recovery_attempts", 0),
+                          oom_retries=getattr(trainer, "_oom_retries", 0), batch=trainer.batch_size)
+        self._note_workers(trainer)
+
+    def on_train_end(self, trainer) -> None:
+        self._flush_ready(wait=True)
+        self.events.write("train_end", train_index=self.train_index, steps=self.steps, bounded=self.bounded)
+
+    # ---------------------------------------------------------------- internals
+    def finish(self) -> None:
+        """Flush what is pending (called on the way out, also after an exception)."""
+        try:
+            self._flush_ready(wait=True)
+        except Exception:
+            pass
+
+    def _emit(self, rec: dict) -> None:
+        loss = rec.get("loss")
+        if loss is not None and not math.isfinite(loss):
+            self.events.write("nonfinite_loss", step=rec["step"], epoch=rec["epoch"], loss=loss)
+        self.events.write("step", **rec)
+
+    def _flush_ready(self, wait: bool = False) -> None:
+        while self._pending:
+            rec, loss, ev0, ev1 = self._pending[0]
+            if not wait and not ev1.query():
+                return
+            if wait:
+                ev1.synchronize()
+            self._pending.popleft()
+            rec["gpu_ms"] = ev0.elapsed_time(ev1)
+            rec["loss"] = _num(loss) if loss is not None else None
+            self._emit(rec)
+
+    def _in_warmup(self, trainer, nb: int) -> bool:
+        try:
+            nw = trainer._get_warmup_iterations(nb)
+        except Exception:
+            return False
+        return bool(nw) and (self.i + nb * trainer.epoch) <= nw
+
+    def _note_workers(self, trainer) -> None:
+        roles = dict(self._roles)
+        for loader, role in ((getattr(trainer, "train_loader", None), "train_worker"),
+                             (getattr(trainer, "test_loader", None), "val_worker")):
+            it = getattr(loader, "iterator", None)
+            for w in getattr(it, "_workers", None) or ():
+                if getattr(w, "pid", None):
+                    roles[w.pid] = role
+        if roles != self._roles:
+            self._roles = roles
+            self.events.write("workers", roles={str(k): v for k, v in roles.items()})
+            if self.on_workers:
+                self.on_workers(roles)
+
+    def _bound(self, trainer) -> None:
+        """Stop after this step and skip what Ultralytics would run after a stop (this trainer instance only)."""
+        self.bounded = True
+        trainer.stop = True
+        trainer.validate = lambda: (trainer.metrics or {}, None)
+        trainer.final_eval = lambda: None
+        trainer.save_model = lambda: False
+        trainer.plot_metrics = lambda: None
+        trainer.args.plots = False
+        self.events.write("bounded", step=self.total_steps, train_index=self.train_index)
+
+
+def _mosaic_on(trainer) -> bool:
+    """Mosaic runs unless its probability is 0 or the run is in its last ``close_mosaic`` epochs."""
+    a = trainer.args
+    epoch = getattr(trainer, "epoch", getattr(trainer, "start_epoch", 0))
+    closing = bool(a.close_mosaic) and epoch >= trainer.epochs - a.close_mosaic
+    return bool(getattr(a, "mosaic", 0)) and not closing
+
+
+def effective_settings(trainer) -> dict[str, Any]:
+    """What Ultralytics actually runs with, read off the trainer after its setup."""
+    import torch
+
+    args = trainer.args
+    model = trainer.model
+    loader = trainer.train_loader
+    first = next((p for p in model.parameters() if p.dim() == 4), None)
+    ds = getattr(loader, "dataset", None)
+    compiled = hasattr(model, "_orig_mod") or type(model).__name__ == "OptimizedModule"
+    return {
+        "device": str(trainer.device),
+        "batch": trainer.batch_size,
+        "batch_requested": getattr(trainer, "_yd_batch_requested", args.batch),
+        "imgsz": args.imgsz,
+        "epochs": trainer.epochs,
+        "workers_requested": args.workers,
+        "workers": getattr(loader, "num_workers", None),
+        "prefetch_factor": getattr(loader, "prefetch_factor", None),
+        "pin_memory": getattr(loader, "pin_memory", None),
+        "batches_per_epoch": len(loader) if loader is not None else None,
+        "images_per_epoch": len(ds) if ds is not None else None,
+        "amp_requested": args.amp,
+        "amp": bool(trainer.amp),
+        "precision": "bf16" if args.amp == "bf16" and trainer.amp else ("fp16" if trainer.amp else "fp32"),
+        "grad_scaler": bool(getattr(trainer.scaler, "is_enabled", lambda: False)()),
+        "compile_requested": args.compile,
+        "compile_active": compiled,
+        "channels_last": bool(first is not None and first.is_contiguous(memory_format=torch.channels_last)
+                              and not first.is_contiguous()),
+        "accumulate": trainer.accumulate,
+        "nbs": args.nbs,
+        "warmup_iterations": trainer._get_warmup_iterations(len(loader)) if loader is not None else None,
+        "close_mosaic": args.close_mosaic,
+        "mosaic": _mosaic_on(trainer),
+        "cache": getattr(ds, "cache", None),
+        "deterministic": args.deterministic,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "val": args.val,
+        "torch": torch.__version__,
+    }

@@ -1,0 +1,137 @@
+"""`yolodoctor profile`: run the training in a child process, sample it from a side process, write the run record.
+
+The parent never imports torch: it creates the run directory, starts the training child and the sampler, forwards
+Ctrl-C and SIGTERM to the child, and finally writes profile.json from the child's event stream, marking the profile
+incomplete (with the reason) when the training crashed, ran out of memory, produced a non-finite loss or was stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from yolodoctor.profile import EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
+from yolodoctor.profiling.events import read_events
+from yolodoctor.profiling.summary import summarise
+from yolodoctor.rundir import exclusive_dir, new_run_dir, write_json_atomic
+
+
+def make_run_dir(out: str | Path | None, name: str = "profile") -> Path:
+    if out is None:
+        return new_run_dir(name=name)
+    try:
+        return exclusive_dir(out)
+    except FileExistsError:
+        from yolodoctor.errors import UsageError
+
+        raise UsageError(f"--out {out} already exists; yolodoctor never overwrites a directory") from None
+
+
+def gpu_uuid_for(args: dict[str, Any]) -> str | None:
+    """The NVML UUID of the GPU the run will use (torch's first requested ordinal under CUDA_VISIBLE_DEVICES)."""
+    from yolodoctor.api.nvml import Nvml, visible_gpus
+    from yolodoctor.check.device import parse_device
+
+    nvml = Nvml.open()
+    try:
+        gpus = visible_gpus(nvml.gpus()) if nvml.available else []
+    finally:
+        nvml.close()
+    dev = parse_device(args.get("device"), bool(gpus))
+    if dev.kind != "cuda" or not gpus:
+        return None
+    i = dev.indices[0] if dev.indices else 0
+    return gpus[i].uuid if i < len(gpus) else None
+
+
+def run_profile(args: dict[str, Any], *, steps: int | str | None = "auto", out: str | Path | None = None,
+                hz: float = 5.0, log: Callable[[str], None] = lambda m: None) -> tuple[Path, Profile]:
+    """Profile ``model.train(**args)``; returns the run directory and its final record."""
+    from yolodoctor.profiling.sampler import start_sampler, stop_sampler
+
+    run = make_run_dir(out)
+    profile = Profile(mode="args", args=args, steps_limit=steps if isinstance(steps, int) else None)
+    profile.files["spec"] = SPEC
+    write_json_atomic(run / SPEC, {"mode": "args", "args": args, "steps": steps})
+    profile.save(run)
+    log(f"run directory: {run}")
+
+    env = dict(os.environ)
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([pkg_root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    child = subprocess.Popen([sys.executable, "-m", "yolodoctor.profiling.child", str(run)],
+                             stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env)
+    sampler = start_sampler(child.pid, run / SAMPLES, hz=hz, gpu_uuid=gpu_uuid_for(args),
+                            roles=run / "roles.json", tid=child.pid)
+    interrupted: list[int] = []
+
+    def forward(signum, frame):
+        interrupted.append(signum)
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                child.wait()
+                break
+            except KeyboardInterrupt:  # a second Ctrl-C while waiting
+                forward(signal.SIGINT, None)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        stop_sampler(sampler)
+    finalise(run, profile, child.returncode, interrupted)
+    return run, profile
+
+
+def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: list[int] | None = None) -> Profile:
+    """Write the final record from the event stream; never raises on a damaged stream."""
+    events = list(read_events(run / EVENTS))
+    end = next((e for e in reversed(events) if e.get("type") == "run_end"), None)
+    settings = {}
+    for e in events:
+        if e.get("type") == "settings":
+            settings = e.get("settings") or {}
+    profile.settings = settings
+    profile.summary = summarise(events, settings)
+    profile.exit_code = returncode
+    profile.finished = now()
+    nonfinite = [e for e in events if e.get("type") == "nonfinite_loss"]
+    if end is None:
+        profile.status = "incomplete"
+        profile.reason = f"the training process ended without a record (exit code {returncode})"
+        if returncode is not None and returncode < 0:
+            profile.reason = f"the training process was killed by signal {-returncode}"
+    elif end.get("status") != "complete":
+        profile.status, profile.reason = "incomplete", end.get("reason")
+    elif nonfinite:
+        profile.status, profile.reason = "incomplete", f"nan: non-finite loss at step {nonfinite[0].get('step')}"
+    else:
+        profile.status, profile.reason = "complete", None
+    if interrupted and profile.status == "complete":
+        profile.status, profile.reason = "incomplete", "interrupted"
+    profile.summary["bounded"] = bool(end and end.get("bounded"))
+    profile.save(run)
+    return profile
+
+
+def exit_code_for(profile: Profile) -> int:
+    """DESIGN.md section 3: 130 after Ctrl-C, 1 when training failed (crash, OOM, NaN), else 0."""
+    if profile.reason and profile.reason.startswith(("interrupted", "terminated")):
+        return 130
+    return 1 if profile.status == "incomplete" else 0
+
+
+def describe(profile: Profile) -> str:
+    s = profile.summary
+    return json.dumps({k: s.get(k) for k in ("steps", "images", "images_per_s", "data_wait_share")}, default=str)
+
+
+__all__ = ["run_profile", "finalise", "exit_code_for", "PROFILE"]

@@ -1,0 +1,63 @@
+"""Summarise a run's step events: steady-state images/s over a window that says whether it can be trusted."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Iterable
+
+from yolodoctor.profiling import bounds
+
+
+def steps_of(events: Iterable[dict]) -> list[dict]:
+    return [e for e in events if e.get("type") == "step"]
+
+
+def summarise(events: list[dict], settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    settings = settings or next((e["settings"] for e in events if e.get("type") == "settings"), {}) or {}
+    steps = steps_of(events)
+    out: dict[str, Any] = {"steps": len(steps), "images": sum(s.get("images") or 0 for s in steps)}
+    if not steps:
+        return out
+    out["seconds"] = steps[-1]["t1"] - (steps[0]["t0"] - (steps[0].get("wait") or 0))
+    workers = settings.get("workers") or 0
+    depth = bounds.prefetch_depth(workers, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
+    start = bounds.window_start(workers, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
+    window = [s for s in steps if s["step"] >= start]
+    out["window"] = {"first_step": start, "steps": len(window), "prefetch_depth": depth,
+                     "valid": len(window) >= max(2 * depth, 10),
+                     "why": None}
+    if not out["window"]["valid"]:
+        out["window"]["why"] = (f"only {len(window)} steps after the first {start}; a trustworthy window needs at "
+                                f"least {max(2 * depth, 10)} (twice the loader's prefetch depth of {depth} batches)")
+    if len(window) < 2:
+        window = steps[len(steps) // 2:] or steps  # report something, marked invalid above
+    span = window[-1]["t1"] - window[0]["t0"] + (window[0].get("wait") or 0)
+    imgs = sum(s["images"] for s in window)
+    step_times = [(s.get("wait") or 0) + s["compute"] for s in window]
+    rates = [s["images"] / t for s, t in zip(window, step_times) if t > 0]
+    waits = sum(s.get("wait") or 0 for s in window)
+    comp = sum(s["compute"] for s in window)
+    out.update({
+        "images_per_s": imgs / span if span > 0 else None,
+        "step_s_median": statistics.median(step_times),
+        "step_s_p10": _pct(step_times, 0.1), "step_s_p90": _pct(step_times, 0.9),
+        "images_per_s_p10": _pct(rates, 0.1), "images_per_s_p90": _pct(rates, 0.9),
+        "data_wait_share": waits / (waits + comp) if waits + comp > 0 else None,
+        "compute_s_median": statistics.median(s["compute"] for s in window),
+        "wait_s_median": statistics.median((s.get("wait") or 0) for s in window),
+        "gpu_ms_median": _median(s.get("gpu_ms") for s in window),
+        "loss_finite": all(s.get("loss") is None or isinstance(s.get("loss"), (int, float)) for s in steps),
+    })
+    return out
+
+
+def _median(values) -> float | None:
+    vals = [v for v in values if isinstance(v, (int, float))]
+    return statistics.median(vals) if vals else None
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))]
