@@ -1,0 +1,47 @@
+"""Shared helpers for the benchmarks: machine description, statistics, and writing BENCHMARKS.md sections."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import re
+import statistics
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+
+
+def machine() -> str:
+    cpus = len(os.sched_getaffinity(0))
+    mem = psutil.virtual_memory().total / (1 << 30)
+    model = ""
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{platform.node() or 'host'}: {cpus} usable cores ({model or platform.processor()}), {mem:.0f} GiB RAM, " \
+           f"Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "spread": (max(values) - min(values)) / statistics.median(values) if statistics.median(values) else 0.0,
+            "n": len(values)}
+
+
+def write_section(name: str, body: str) -> None:
+    """Replace (or append) the section between <!-- bench:NAME --> markers in BENCHMARKS.md."""
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    block = f"{start}\n{body.rstrip()}\n{end}"
+    text = BENCHMARKS.read_text() if BENCHMARKS.exists() else "# Benchmarks\n\nEach section is written by the script it names; re-run it to refresh the figures.\n"
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    BENCHMARKS.write_text(text)
+
+
+def today() -> str:
+    return _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
