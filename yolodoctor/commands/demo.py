@@ -1,4 +1,5 @@
-"""`yolodoctor demo`: the main job on an embedded default — make a small synthetic dataset, check it, report."""
+"""`yolodoctor demo`: the main job on an embedded default — make a small synthetic dataset, check it, profile a short
+training on whatever device is present, and report (diagnosis and plan join as the rule engine and planner land)."""
 
 from __future__ import annotations
 
@@ -34,13 +35,24 @@ def run(work_dir: Path, *, as_json: bool) -> int:
     args = trainargs.effective(user)
     with err.status("checking..."):
         rep = run_check(user, args)
+    from yolodoctor.commands.profile import SUMMARY as PROFILE_SUMMARY, ending_findings, flat
+    from yolodoctor.profiling.runner import run_profile
+
+    err.print("[dim]profiling a short training (Ultralytics' log follows on stderr)...[/]")
+    run_dir, prof = run_profile({**user, "plots": False, "project": str(work_dir.parent / "demo-train")},
+                                out=None, log=lambda m: err.print(f"[dim]{m}[/]"))
+    findings = rep.findings + ending_findings(prof)
     if as_json:
-        report.dump_json(report.envelope("demo", rep.findings, rep.facts, args=user, check=True))
+        report.dump_json(report.envelope("demo", findings, {**rep.facts, **flat(prof)}, run_dir=str(run_dir),
+                                         args=user))
     else:
         from yolodoctor.commands.check import SUMMARY
 
         out = stdout_console()
         out.rule("[bold]yolodoctor demo: check")
         report.render_facts(out, rep.facts, SUMMARY)
-        report.render_findings(out, rep.findings, "Findings")
-    return exit_code(rep.findings, Severity.error)
+        report.render_findings(out, rep.findings, "Check findings")
+        out.rule(f"[bold]yolodoctor demo: profile ({run_dir})")
+        report.render_facts(out, flat(prof), PROFILE_SUMMARY)
+        report.render_findings(out, ending_findings(prof), "Profile findings")
+    return exit_code(findings, Severity.error)

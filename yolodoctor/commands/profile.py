@@ -30,7 +30,7 @@ def ending_findings(p: Profile) -> list[Finding]:
     return []
 
 
-def _flat(p: Profile) -> dict:
+def flat(p: Profile) -> dict:
     d = {"status": p.status, "reason": p.reason}
     d.update({f"summary.{k}": v for k, v in p.summary.items()})
     d.update({f"settings.{k}": v for k, v in p.settings.items()})
@@ -56,12 +56,12 @@ def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Sev
                                 log=lambda m: err.print(f"[dim]{m}[/]"))
     findings = ending_findings(prof)
     if as_json:
-        report.dump_json(report.envelope("profile", findings, _flat(prof), run_dir=str(run_dir),
+        report.dump_json(report.envelope("profile", findings, flat(prof), run_dir=str(run_dir),
                                          profile=prof.model_dump(by_alias=True, mode="json")))
     else:
         o = stdout_console()
         o.rule(f"[bold]yolodoctor profile: {run_dir}")
-        report.render_facts(o, _flat(prof), SUMMARY)
+        report.render_facts(o, flat(prof), SUMMARY)
         if not prof.summary.get("window", {}).get("valid", True):
             o.print(f"[yellow]window too short to conclude:[/] {prof.summary['window']['why']}")
         report.render_findings(o, findings, "Findings")

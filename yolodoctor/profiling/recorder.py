@@ -5,8 +5,9 @@ the host clock (time.monotonic). On CUDA the recorder also brackets each step wi
 the loss) only once the GPU has passed them (``Event.query()``), so it adds no synchronisation to the hot path.
 
 Bounding: after ``steps_limit`` steps the recorder sets ``trainer.stop`` and replaces, on this trainer instance
-only, the validation, checkpoint saving, final evaluation and plotting that Ultralytics would run after a stop, so
-that a bounded profile really ends at its last step.
+only, the validation, final evaluation and plotting that Ultralytics would run after a stop, so that a bounded
+profile really ends at its last step. The checkpoint is still written (one save of last.pt): ``Model.train()``
+requires one, and a program that trains twice goes on to its second call.
 """
 
 from __future__ import annotations
@@ -193,12 +194,11 @@ class Recorder:
                 self.on_workers(roles)
 
     def _bound(self, trainer) -> None:
-        """Stop after this step and skip what Ultralytics would run after a stop (this trainer instance only)."""
+        """Stop after this step and skip the validation, final evaluation and plots that follow (this trainer only)."""
         self.bounded = True
         trainer.stop = True
         trainer.validate = lambda: (trainer.metrics or {}, None)
         trainer.final_eval = lambda: None
-        trainer.save_model = lambda: False
         trainer.plot_metrics = lambda: None
         trainer.args.plots = False
         self.events.write("bounded", step=self.total_steps, train_index=self.train_index)

@@ -65,7 +65,8 @@ def run_profile(args: dict[str, Any], *, steps: int | str | None = "auto", out: 
     pkg_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([pkg_root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     child = subprocess.Popen([sys.executable, "-m", "yolodoctor.profiling.child", str(run)],
-                             stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env)
+                             stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env,
+                             start_new_session=True)  # a terminal's Ctrl-C reaches it once, through forward()
     sampler = start_sampler(child.pid, run / SAMPLES, hz=hz, gpu_uuid=gpu_uuid_for(args),
                             roles=run / "roles.json", tid=child.pid)
     interrupted: list[int] = []
@@ -123,9 +124,11 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
 
 
 def exit_code_for(profile: Profile) -> int:
-    """DESIGN.md section 3: 130 after Ctrl-C, 1 when training failed (crash, OOM, NaN), else 0."""
-    if profile.reason and profile.reason.startswith(("interrupted", "terminated")):
+    """DESIGN.md section 3: 130 after Ctrl-C (143 after SIGTERM), 1 when training failed (crash, OOM, NaN), else 0."""
+    if profile.reason and profile.reason.startswith("interrupted"):
         return 130
+    if profile.reason and profile.reason.startswith("terminated"):
+        return 143
     return 1 if profile.status == "incomplete" else 0
 
 

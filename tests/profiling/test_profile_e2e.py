@@ -1,0 +1,92 @@
+"""`yolodoctor profile` end to end on the CPU: a real Ultralytics training, bounded, re-readable, crash-safe."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from yolodoctor import profile as record
+from yolodoctor.profiling.events import read_events
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    from yolodoctor.datasets.synth import make_dataset
+
+    info = make_dataset(tmp_path_factory.mktemp("ds") / "ds", images=24, val_images=4, width=160, height=120,
+                        workers=1)
+    return Path(info.yaml_path)
+
+
+def yd(*args, cwd, timeout=300):
+    return subprocess.run([sys.executable, "-m", "yolodoctor", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**os.environ, "YOLO_OFFLINE": "1"})
+
+
+def train_args(dataset, tmp_path):
+    return [f"data={dataset}", "imgsz=64", "batch=4", "epochs=2", "plots=False", f"project={tmp_path / 'ul'}",
+            "name=run"]
+
+
+def test_bounded_profile_writes_a_rereadable_record(dataset, tmp_path):
+    out = tmp_path / "prof"
+    p = yd("profile", *train_args(dataset, tmp_path), "--steps", "4", "--out", out, "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert doc["command"] == "profile" and doc["run_dir"] == str(out)
+    prof = record.load(out)
+    assert prof.status == "complete" and prof.summary["steps"] == 4 and prof.summary["bounded"]
+    assert prof.settings["device"] == "cpu" and prof.settings["workers"] == 0
+    # bounded: 4 steps of a 6-step epoch; no validation afterwards (results.csv has no val metrics), one checkpoint
+    assert (tmp_path / "ul" / "run" / "weights" / "last.pt").exists()
+    head, row = (tmp_path / "ul" / "run" / "results.csv").read_text().splitlines()
+    values = dict(zip(head.split(","), row.split(",")))
+    assert float(values["train/box_loss"]) > 0
+    assert all(float(values[k]) == 0 for k in values if k.startswith("val/"))  # a real validation has a val loss
+    steps = [e for e in read_events(out / "events.jsonl") if e["type"] == "step"]
+    assert [s["step"] for s in steps] == [0, 1, 2, 3]
+    assert all(s["compute"] > 0 and s["images"] == 4 and s["loss"] is not None for s in steps)
+    samples = [e for e in read_events(out / "samples.jsonl") if e["type"] == "sample"]
+    assert samples and samples[0]["gpu"] is None
+    # --out never overwrites
+    p = yd("profile", *train_args(dataset, tmp_path), "--out", out, cwd=tmp_path)
+    assert p.returncode == 2 and "already exists" in p.stderr
+
+
+def test_crash_is_recorded_incomplete(dataset, tmp_path):
+    out = tmp_path / "crash"
+    p = yd("profile", *train_args(dataset, tmp_path), "model=no-such-model.yaml", "--out", out, cwd=tmp_path)
+    assert p.returncode == 1 and "Traceback" not in p.stdout
+    prof = record.load(out)
+    assert prof.status == "incomplete" and prof.reason.startswith("crashed")
+
+
+def test_missing_data_is_exit_2(tmp_path):
+    p = yd("profile", "data=/nope/data.yaml", cwd=tmp_path)
+    assert p.returncode == 2 and "not found" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("sig,reason,code", [(signal.SIGINT, "interrupted", 130), (signal.SIGTERM, "terminated", 143)])
+def test_signal_leaves_incomplete_profile(dataset, tmp_path, sig, reason, code):
+    out = tmp_path / "sig"
+    args = [f"data={dataset}", "imgsz=64", "batch=4", "epochs=50", "plots=False", f"project={tmp_path / 'ul'}"]
+    proc = subprocess.Popen([sys.executable, "-m", "yolodoctor", "profile", *args, "--all", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, "YOLO_OFFLINE": "1"})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if any(e["type"] == "step" for e in read_events(out / "events.jsonl")):
+            break
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err[-2000:]
+    prof = record.load(out)
+    assert prof.status == "incomplete" and prof.reason == reason and prof.summary["steps"] >= 1
