@@ -69,11 +69,14 @@ def check(ctx: Ctx, train_args: tuple[str, ...], as_json: bool, fail_on: str, wa
                    " loader's prefetch depth]. Use --all for the whole run.")
 @click.option("--all", "whole", is_flag=True, help="Profile the whole run, validation included.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Run directory (must not exist).")
+@click.option("--no-trace", is_flag=True, help="Skip the torch.profiler window.")
+@click.option("--loader-seconds", type=click.FloatRange(0), default=8.0, show_default=True,
+              help="Time the train loader alone after the steps (0: skip).")
 @click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
 @click.option("--fail-on", type=FAIL_ON, default="error", show_default=True)
 @click.pass_obj
-def profile(ctx: Ctx, train_args: tuple[str, ...], steps: int | None, whole: bool, out: Path | None, as_json: bool,
-            fail_on: str) -> None:
+def profile(ctx: Ctx, train_args: tuple[str, ...], steps: int | None, whole: bool, out: Path | None, no_trace: bool,
+            loader_seconds: float, as_json: bool, fail_on: str) -> None:
     """Run (part of) the real training under measurement and write a run directory."""
     if ctx.command:
         raise UsageError("script mode (`-- COMMAND`) is not available yet; pass KEY=VALUE train arguments")
@@ -81,8 +84,8 @@ def profile(ctx: Ctx, train_args: tuple[str, ...], steps: int | None, whole: boo
         raise UsageError("--steps and --all exclude each other")
     from yolodoctor.commands.profile import run
 
-    sys.exit(run(list(train_args), steps=-1 if whole else steps, out=out, as_json=as_json,
-                 fail_on=Severity.parse(fail_on)))
+    sys.exit(run(list(train_args), steps=-1 if whole else steps, out=out, trace=not no_trace,
+                 loader_seconds=loader_seconds, as_json=as_json, fail_on=Severity.parse(fail_on)))
 
 
 @cli.command("make-dataset")

@@ -4,6 +4,7 @@ A run directory holds
   profile.json    this record (schema below), rewritten atomically at start and at the end of the run
   events.jsonl    the training process's live event stream (steps, epochs, settings, errors), flushed per line
   samples.jsonl   the sampler's stream (CPU, threads, workers, disk, memory, GPU via NVML), flushed per line
+  trace.json.gz   the torch.profiler window, Chrome/Perfetto format (open it at ui.perfetto.dev)
   spec.json       what was asked: the train arguments or the command, and the step bound
 Every stream carries ``t`` on time.monotonic(), one clock for all processes of the machine.
 
@@ -14,6 +15,8 @@ Schema 1 of profile.json:
   mode: "args" | "script";  args: user KEY=VALUE;  command: argv (script mode);  steps_limit
   settings: the effective settings Ultralytics ran with (see profiling/recorder.py:effective_settings)
   summary: steps, images, seconds, steady-state images/s and its window, data-wait and compute shares
+  trace: the torch.profiler window (first_step, steps, wall_s, summary of kernels/launches/copies, file) or the
+         reason it was skipped;  loader_capacity: the train loader's own images/s without a model (loader.py)
   files: the names above
 """
 
@@ -57,6 +60,8 @@ class Profile(BaseModel):
     steps_limit: int | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
     summary: dict[str, Any] = Field(default_factory=dict)
+    trace: dict[str, Any] | None = None
+    loader_capacity: dict[str, Any] | None = None
     files: dict[str, str] = Field(default_factory=lambda: {"events": EVENTS, "samples": SAMPLES})
 
     def save(self, run_dir: str | Path) -> None:

@@ -37,7 +37,8 @@ def train_args(dataset, tmp_path):
 
 def test_bounded_profile_writes_a_rereadable_record(dataset, tmp_path):
     out = tmp_path / "prof"
-    p = yd("profile", *train_args(dataset, tmp_path), "--steps", "4", "--out", out, "--json", cwd=tmp_path)
+    p = yd("profile", *train_args(dataset, tmp_path), "--steps", "4", "--loader-seconds", "1", "--out", out, "--json",
+           cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     doc = json.loads(p.stdout)
     assert doc["command"] == "profile" and doc["run_dir"] == str(out)
@@ -90,3 +91,21 @@ def test_signal_leaves_incomplete_profile(dataset, tmp_path, sig, reason, code):
     assert proc.returncode == code, err[-2000:]
     prof = record.load(out)
     assert prof.status == "incomplete" and prof.reason == reason and prof.summary["steps"] >= 1
+
+
+def test_trace_window_and_loader_capacity_on_cpu(dataset, tmp_path):
+    out = tmp_path / "traced"
+    args = [f"data={dataset}", "imgsz=64", "batch=4", "epochs=3", "plots=False", f"project={tmp_path / 'ul'}"]
+    p = yd("profile", *args, "--steps", "16", "--loader-seconds", "1.5", "--out", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    prof = record.load(out)
+    assert prof.trace["first_step"] == 10 and prof.trace["steps"] == 5
+    assert prof.trace["summary"]["cpu_ops_per_step"] > 100 and prof.trace["summary"]["cuda"] is False
+    assert (out / prof.files["trace"]).stat().st_size > 1000
+    import gzip
+
+    assert json.loads(gzip.open(out / "trace.json.gz").read())["traceEvents"]
+    traced = [e["step"] for e in read_events(out / "events.jsonl") if e["type"] == "step" and e.get("traced")]
+    assert traced == [10, 11, 12, 13, 14]
+    cap = prof.loader_capacity
+    assert cap["images_per_s"] > 0 and cap["batches"] > 2 and cap["workers"] == 0

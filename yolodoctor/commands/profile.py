@@ -11,6 +11,8 @@ SUMMARY = [
     ("steady images/s", "summary.images_per_s"), ("data-wait share", "summary.data_wait_share"),
     ("median step s", "summary.step_s_median"), ("device", "settings.device"), ("batch", "settings.batch"),
     ("workers", "settings.workers"), ("precision", "settings.precision"), ("compile active", "settings.compile_active"),
+    ("loader alone images/s", "loader_capacity.images_per_s"), ("trace kernels/step", "trace.kernels_per_step"),
+    ("trace GPU busy ms/step", "trace.kernel_busy_ms_per_step"), ("trace launches/step", "trace.launches_per_step"),
 ]
 
 
@@ -34,10 +36,13 @@ def flat(p: Profile) -> dict:
     d = {"status": p.status, "reason": p.reason}
     d.update({f"summary.{k}": v for k, v in p.summary.items()})
     d.update({f"settings.{k}": v for k, v in p.settings.items()})
+    d.update({f"loader_capacity.{k}": v for k, v in (p.loader_capacity or {}).items()})
+    d.update({f"trace.{k}": v for k, v in ((p.trace or {}).get("summary") or {}).items()})
     return d
 
 
-def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Severity) -> int:
+def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Severity, trace: bool = True,
+        loader_seconds: float = 8.0) -> int:
     from yolodoctor import trainargs
     from yolodoctor.cli import stderr_console, stdout_console
     from yolodoctor.profiling.runner import exit_code_for, run_profile
@@ -52,7 +57,8 @@ def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Sev
 
             raise InputError(f"data.yaml not found: {args['data']} (profile never downloads datasets)")
     err = stderr_console()
-    run_dir, prof = run_profile(args, steps=None if steps == -1 else (steps or "auto"), out=out,
+    run_dir, prof = run_profile(args, steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
+                                loader_seconds=loader_seconds,
                                 log=lambda m: err.print(f"[dim]{m}[/]"))
     findings = ending_findings(prof)
     if as_json:

@@ -19,6 +19,7 @@ from yolodoctor.profile import EVENTS, SPEC
 from yolodoctor.profiling import bounds
 from yolodoctor.profiling.events import EventWriter
 from yolodoctor.profiling.recorder import Recorder
+from yolodoctor.profiling.trace import TraceWindow
 from yolodoctor.rundir import write_json_atomic
 
 ROLES = "roles.json"
@@ -54,12 +55,21 @@ def main(run_dir: str) -> int:
         write_json_atomic(run / ROLES, {str(k): v for k, v in roles.items()})
 
     steps = spec.get("steps")
-    rec = Recorder(events, steps_limit=steps if isinstance(steps, int) else None, on_workers=write_roles)
-    if steps == "auto":
-        def auto_bound(settings: dict) -> None:
+    trace = TraceWindow(run, on_done=lambda r: events.write("trace", **r)) if spec.get("trace", True) else None
+    rec = Recorder(events, steps_limit=steps if isinstance(steps, int) else None, on_workers=write_roles,
+                   trace=trace)
+
+    def on_settings(settings: dict) -> None:
+        if steps == "auto":
             rec.steps_limit = bounds.default_steps(settings.get("workers") or 0, settings.get("prefetch_factor"))
             events.write("steps_limit", steps=rec.steps_limit, rule="SETTLE + 3 x workers x prefetch_factor")
-        rec.on_settings = auto_bound
+        if trace is not None:
+            trace.cuda = str(settings.get("device", "")).startswith("cuda")
+            if settings.get("compile_requested") == "reduce-overhead":
+                trace.skip("compile='reduce-overhead' (CUDA graphs): no profiler trace, see DESIGN.md section 4")
+                events.write("trace", skipped=trace.skipped)
+
+    rec.on_settings = on_settings
     status, reason, code = "complete", None, 0
     try:
         from ultralytics import YOLO
@@ -68,6 +78,15 @@ def main(run_dir: str) -> int:
         model = YOLO(args.pop("model"))
         rec.attach(model)
         model.train(**args)
+        if spec.get("loader_capacity", True) and getattr(model, "trainer", None) is not None:
+            from yolodoctor.profiling import loader
+
+            events.write("loader_capacity_start", mosaic=rec.last_mosaic)
+            try:
+                events.write("loader_capacity", **loader.measure(
+                    model.trainer, mosaic=rec.last_mosaic, seconds=float(spec.get("loader_seconds", 8.0))))
+            except Exception as e:  # the measurement is extra: its failure is a fact, not a failed training
+                events.write("loader_capacity", error=f"{type(e).__name__}: {e}"[:300])
     except BaseException as e:  # noqa: BLE001 - every ending is recorded, then reported by the exit code
         reason, code = classify_error(e)
         status = "incomplete"

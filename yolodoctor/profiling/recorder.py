@@ -50,6 +50,7 @@ class Recorder:
         self._cuda = False
         self._roles: dict[int, str] = {}
         self.tid = threading.get_native_id()
+        self.last_mosaic: bool | None = None
 
     # ---------------------------------------------------------------- wiring
     def attach(self, target: Any) -> Recorder:
@@ -87,8 +88,8 @@ class Recorder:
         self._reset_epoch_state()
         self.epoch_t0 = time.monotonic()
         self.last_end = self.epoch_t0
-        self.events.write("epoch_start", epoch=trainer.epoch, train_index=self.train_index,
-                          mosaic=_mosaic_on(trainer))
+        self.last_mosaic = _mosaic_on(trainer)
+        self.events.write("epoch_start", epoch=trainer.epoch, train_index=self.train_index, mosaic=self.last_mosaic)
 
     def on_train_batch_start(self, trainer) -> None:
         now = time.monotonic()
@@ -112,6 +113,8 @@ class Recorder:
                "t0": self.t_start, "t1": now, "wait": self.wait, "compute": now - self.t_start, "images": images,
                "batch": bs, "accumulate": trainer.accumulate, "warmup": self._in_warmup(trainer, nb),
                "lr": _num(trainer.optimizer.param_groups[0]["lr"]) if trainer.optimizer else None}
+        if self.trace is not None and self.trace.prof is not None:
+            rec["traced"] = True
         loss = getattr(trainer, "loss", None)
         if self._cuda:
             ev_end = self._torch.cuda.Event(enable_timing=True)

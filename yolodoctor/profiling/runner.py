@@ -50,14 +50,16 @@ def gpu_uuid_for(args: dict[str, Any]) -> str | None:
 
 
 def run_profile(args: dict[str, Any], *, steps: int | str | None = "auto", out: str | Path | None = None,
-                hz: float = 5.0, log: Callable[[str], None] = lambda m: None) -> tuple[Path, Profile]:
+                hz: float = 5.0, trace: bool = True, loader_seconds: float = 8.0,
+                log: Callable[[str], None] = lambda m: None) -> tuple[Path, Profile]:
     """Profile ``model.train(**args)``; returns the run directory and its final record."""
     from yolodoctor.profiling.sampler import start_sampler, stop_sampler
 
     run = make_run_dir(out)
     profile = Profile(mode="args", args=args, steps_limit=steps if isinstance(steps, int) else None)
     profile.files["spec"] = SPEC
-    write_json_atomic(run / SPEC, {"mode": "args", "args": args, "steps": steps})
+    write_json_atomic(run / SPEC, {"mode": "args", "args": args, "steps": steps, "trace": trace,
+                                   "loader_capacity": loader_seconds > 0, "loader_seconds": loader_seconds})
     profile.save(run)
     log(f"run directory: {run}")
 
@@ -102,6 +104,10 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
             settings = e.get("settings") or {}
     profile.settings = settings
     profile.summary = summarise(events, settings)
+    profile.trace = _last(events, "trace")
+    profile.loader_capacity = _last(events, "loader_capacity")
+    if profile.trace and profile.trace.get("file"):
+        profile.files["trace"] = profile.trace["file"]
     profile.exit_code = returncode
     profile.finished = now()
     nonfinite = [e for e in events if e.get("type") == "nonfinite_loss"]
@@ -121,6 +127,11 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
     profile.summary["bounded"] = bool(end and end.get("bounded"))
     profile.save(run)
     return profile
+
+
+def _last(events: list[dict], type_: str) -> dict | None:
+    rec = next((e for e in reversed(events) if e.get("type") == type_), None)
+    return {k: v for k, v in rec.items() if k not in ("type", "t")} if rec else None
 
 
 def exit_code_for(profile: Profile) -> int:

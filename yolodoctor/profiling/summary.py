@@ -22,7 +22,7 @@ def summarise(events: list[dict], settings: dict[str, Any] | None = None) -> dic
     workers = settings.get("workers") or 0
     depth = bounds.prefetch_depth(workers, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
     start = bounds.window_start(workers, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
-    window = [s for s in steps if s["step"] >= start]
+    window = [s for s in steps if s["step"] >= start and not s.get("traced")]
     out["window"] = {"first_step": start, "steps": len(window), "prefetch_depth": depth,
                      "valid": len(window) >= max(2 * depth, 10),
                      "why": None}
