@@ -6,4 +6,13 @@ Importing this package is cheap: torch and ultralytics are imported only by the 
 __version__ = "0.1.0"
 SCHEMA = 1
 
-__all__ = ["SCHEMA", "__version__"]
+
+
+def attach(model, **kwargs):
+    """Profile the next ``model.train()`` in this process; returns the run directory (see yolodoctor/attach.py)."""
+    from yolodoctor.attach import attach as _attach
+
+    return _attach(model, **kwargs)
+
+
+__all__ = ["SCHEMA", "__version__", "attach"]

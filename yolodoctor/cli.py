@@ -78,13 +78,13 @@ def check(ctx: Ctx, train_args: tuple[str, ...], as_json: bool, fail_on: str, wa
 def profile(ctx: Ctx, train_args: tuple[str, ...], steps: int | None, whole: bool, out: Path | None, no_trace: bool,
             loader_seconds: float, as_json: bool, fail_on: str) -> None:
     """Run (part of) the real training under measurement and write a run directory."""
-    if ctx.command:
-        raise UsageError("script mode (`-- COMMAND`) is not available yet; pass KEY=VALUE train arguments")
+    if ctx.command and train_args:
+        raise UsageError("give either KEY=VALUE train arguments or `-- COMMAND`, not both")
     if whole and steps:
         raise UsageError("--steps and --all exclude each other")
     from yolodoctor.commands.profile import run
 
-    sys.exit(run(list(train_args), steps=-1 if whole else steps, out=out, trace=not no_trace,
+    sys.exit(run(list(train_args), command=ctx.command, steps=-1 if whole else steps, out=out, trace=not no_trace,
                  loader_seconds=loader_seconds, as_json=as_json, fail_on=Severity.parse(fail_on)))
 
 

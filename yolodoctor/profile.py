@@ -54,7 +54,7 @@ class Profile(BaseModel):
     status: Literal["running", "complete", "incomplete"] = "running"
     reason: str | None = None
     exit_code: int | None = None
-    mode: Literal["args", "script"] = "args"
+    mode: Literal["args", "script", "attach"] = "args"
     args: dict[str, Any] = Field(default_factory=dict)
     command: list[str] | None = None
     steps_limit: int | None = None

@@ -42,14 +42,14 @@ def flat(p: Profile) -> dict:
 
 
 def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Severity, trace: bool = True,
-        loader_seconds: float = 8.0) -> int:
+        loader_seconds: float = 8.0, command: list[str] | None = None) -> int:
     from yolodoctor import trainargs
     from yolodoctor.cli import stderr_console, stdout_console
     from yolodoctor.profiling.runner import exit_code_for, run_profile
 
-    user = trainargs.parse_kv(words)
-    args = {"model": trainargs.DEFAULT_MODEL, **user}
-    if args.get("data"):
+    user = trainargs.parse_kv(words) if not command else {}
+    args = {"model": trainargs.DEFAULT_MODEL, **user} if not command else None
+    if args and args.get("data"):
         from pathlib import Path
 
         if not Path(str(args["data"])).is_file():
@@ -57,7 +57,7 @@ def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Sev
 
             raise InputError(f"data.yaml not found: {args['data']} (profile never downloads datasets)")
     err = stderr_console()
-    run_dir, prof = run_profile(args, steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
+    run_dir, prof = run_profile(args, command=command, steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
                                 loader_seconds=loader_seconds,
                                 log=lambda m: err.print(f"[dim]{m}[/]"))
     findings = ending_findings(prof)

@@ -34,12 +34,13 @@ def _num(x: Any) -> float | None:
 class Recorder:
     def __init__(self, events: EventWriter, *, steps_limit: int | None = None, rank: int = -1,
                  on_settings: Callable[[dict], None] | None = None, on_workers: Callable[[dict], None] | None = None,
-                 trace=None) -> None:
+                 trace=None, on_end: Callable[[Any], None] | None = None) -> None:
         self.events = events
         self.steps_limit = steps_limit
         self.rank = rank
         self.on_settings = on_settings
         self.on_workers = on_workers
+        self.on_end = on_end
         self.trace = trace  # a TraceWindow or None
         self.train_index = -1
         self.steps = 0  # steps of this train() call
@@ -71,6 +72,7 @@ class Recorder:
     def on_pretrain_routine_start(self, trainer) -> None:
         self.train_index += 1
         self.steps = 0
+        self.bounded = False
         self.events.write("train_begin", train_index=self.train_index, rank=self.rank, tid=self.tid,
                           trainer=type(trainer).__name__)
 
@@ -109,7 +111,8 @@ class Recorder:
         n = len(trainer.train_loader.dataset)
         bs = trainer.batch_size
         images = bs if self.i < nb - 1 else max(n - (nb - 1) * bs, 1)
-        rec = {"epoch": trainer.epoch, "i": self.i, "step": self.total_steps, "train_index": self.train_index,
+        rec = {"epoch": trainer.epoch, "i": self.i, "step": self.total_steps, "n": self.steps,
+               "train_index": self.train_index,
                "t0": self.t_start, "t1": now, "wait": self.wait, "compute": now - self.t_start, "images": images,
                "batch": bs, "accumulate": trainer.accumulate, "warmup": self._in_warmup(trainer, nb),
                "lr": _num(trainer.optimizer.param_groups[0]["lr"]) if trainer.optimizer else None}
@@ -148,6 +151,8 @@ class Recorder:
     def on_train_end(self, trainer) -> None:
         self._flush_ready(wait=True)
         self.events.write("train_end", train_index=self.train_index, steps=self.steps, bounded=self.bounded)
+        if self.on_end:
+            self.on_end(trainer)
 
     # ---------------------------------------------------------------- internals
     def finish(self) -> None:

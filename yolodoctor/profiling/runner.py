@@ -49,27 +49,42 @@ def gpu_uuid_for(args: dict[str, Any]) -> str | None:
     return gpus[i].uuid if i < len(gpus) else None
 
 
-def run_profile(args: dict[str, Any], *, steps: int | str | None = "auto", out: str | Path | None = None,
-                hz: float = 5.0, trace: bool = True, loader_seconds: float = 8.0,
+def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None = None,
+                steps: int | str | None = "auto", out: str | Path | None = None, hz: float = 5.0,
+                trace: bool = True, loader_seconds: float = 8.0,
                 log: Callable[[str], None] = lambda m: None) -> tuple[Path, Profile]:
-    """Profile ``model.train(**args)``; returns the run directory and its final record."""
+    """Profile ``model.train(**args)`` (args mode) or an unmodified program (``command``, script mode)."""
     from yolodoctor.profiling.sampler import start_sampler, stop_sampler
+    from yolodoctor.profiling.session import ENV_RUN_DIR
 
+    mode = "script" if command else "args"
     run = make_run_dir(out)
-    profile = Profile(mode="args", args=args, steps_limit=steps if isinstance(steps, int) else None)
+    profile = Profile(mode=mode, args=args or {}, command=command,
+                      steps_limit=steps if isinstance(steps, int) else None)
     profile.files["spec"] = SPEC
-    write_json_atomic(run / SPEC, {"mode": "args", "args": args, "steps": steps, "trace": trace,
-                                   "loader_capacity": loader_seconds > 0, "loader_seconds": loader_seconds})
+    write_json_atomic(run / SPEC, {"mode": mode, "args": args or {}, "command": command, "steps": steps,
+                                   "trace": trace, "loader_capacity": loader_seconds > 0,
+                                   "loader_seconds": loader_seconds})
     profile.save(run)
     log(f"run directory: {run}")
 
     env = dict(os.environ)
     pkg_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join([pkg_root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    child = subprocess.Popen([sys.executable, "-m", "yolodoctor.profiling.child", str(run)],
-                             stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env,
-                             start_new_session=True)  # a terminal's Ctrl-C reaches it once, through forward()
-    sampler = start_sampler(child.pid, run / SAMPLES, hz=hz, gpu_uuid=gpu_uuid_for(args),
+    extra = [pkg_root] if mode == "args" else [str(Path(__file__).resolve().parent / "inject"), pkg_root]
+    env["PYTHONPATH"] = os.pathsep.join([*extra, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    env[ENV_RUN_DIR] = str(run.resolve())
+    argv = [sys.executable, "-m", "yolodoctor.profiling.child", str(run)] if mode == "args" else list(command)
+    try:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL if mode == "args" else None,
+                                 stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env,
+                                 start_new_session=True)  # a terminal's Ctrl-C reaches it once, through forward()
+    except OSError as e:
+        from yolodoctor.errors import InputError
+
+        profile.status, profile.reason, profile.finished = "incomplete", f"could not start: {e}", now()
+        profile.save(run)
+        raise InputError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
+    sampler = start_sampler(child.pid, run / SAMPLES, hz=hz, gpu_uuid=gpu_uuid_for(args or {}),
                             roles=run / "roles.json", tid=child.pid)
     interrupted: list[int] = []
 
@@ -98,12 +113,10 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
     """Write the final record from the event stream; never raises on a damaged stream."""
     events = list(read_events(run / EVENTS))
     end = next((e for e in reversed(events) if e.get("type") == "run_end"), None)
-    settings = {}
-    for e in events:
-        if e.get("type") == "settings":
-            settings = e.get("settings") or {}
-    profile.settings = settings
-    profile.summary = summarise(events, settings)
+    profile.summary = summarise(events)
+    main = profile.summary.get("train_index", 0)
+    profile.settings = next((e.get("settings") or {} for e in events
+                             if e.get("type") == "settings" and e.get("train_index", 0) == main), {})
     profile.trace = _last(events, "trace")
     profile.loader_capacity = _last(events, "loader_capacity")
     if profile.trace and profile.trace.get("file"):
@@ -113,13 +126,18 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
     nonfinite = [e for e in events if e.get("type") == "nonfinite_loss"]
     if end is None:
         profile.status = "incomplete"
-        profile.reason = f"the training process ended without a record (exit code {returncode})"
-        if returncode is not None and returncode < 0:
+        if not events:
+            profile.reason = f"no Ultralytics training was seen (exit code {returncode})"
+        elif returncode is not None and returncode < 0:
             profile.reason = f"the training process was killed by signal {-returncode}"
+        else:
+            profile.reason = f"the training process ended without a record (exit code {returncode})"
     elif end.get("status") != "complete":
         profile.status, profile.reason = "incomplete", end.get("reason")
     elif nonfinite:
         profile.status, profile.reason = "incomplete", f"nan: non-finite loss at step {nonfinite[0].get('step')}"
+    elif returncode:
+        profile.status, profile.reason = "incomplete", f"crashed: the command exited with code {returncode}"
     else:
         profile.status, profile.reason = "complete", None
     if interrupted and profile.status == "complete":

@@ -13,8 +13,23 @@ def steps_of(events: Iterable[dict]) -> list[dict]:
 
 
 def summarise(events: list[dict], settings: dict[str, Any] | None = None) -> dict[str, Any]:
-    settings = settings or next((e["settings"] for e in events if e.get("type") == "settings"), {}) or {}
-    steps = steps_of(events)
+    """The summary of the longest train() call of the run (a program may train several times), with the others
+    under ``per_train``."""
+    trains = sorted({e.get("train_index", 0) for e in steps_of(events)})
+    if len(trains) <= 1:
+        return summarise_train(steps_of(events), settings or _settings(events, trains[0] if trains else 0))
+    per = [summarise_train([s for s in steps_of(events) if s.get("train_index", 0) == t], _settings(events, t))
+           | {"train_index": t} for t in trains]
+    main = max(per, key=lambda d: d["steps"])
+    return {**main, "per_train": per}
+
+
+def _settings(events: list[dict], train_index: int) -> dict[str, Any]:
+    return next((e.get("settings") or {} for e in events
+                 if e.get("type") == "settings" and e.get("train_index", 0) == train_index), {})
+
+
+def summarise_train(steps: list[dict], settings: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"steps": len(steps), "images": sum(s.get("images") or 0 for s in steps)}
     if not steps:
         return out
@@ -22,7 +37,7 @@ def summarise(events: list[dict], settings: dict[str, Any] | None = None) -> dic
     workers = settings.get("workers") or 0
     depth = bounds.prefetch_depth(workers, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
     start = bounds.window_start(workers, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
-    window = [s for s in steps if s["step"] >= start and not s.get("traced")]
+    window = [s for s in steps if s.get("n", s["step"]) >= start and not s.get("traced")]
     out["window"] = {"first_step": start, "steps": len(window), "prefetch_depth": depth,
                      "valid": len(window) >= max(2 * depth, 10),
                      "why": None}

@@ -1,0 +1,77 @@
+"""Script mode (`profile -- COMMAND`) and `yolodoctor.attach(model)` on unmodified programs, on the CPU."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from yolodoctor import profile as record
+from yolodoctor.profiling.events import read_events
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "fixtures" / "scripts"
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    from yolodoctor.datasets.synth import make_dataset
+
+    return Path(make_dataset(tmp_path_factory.mktemp("ds") / "ds", images=16, val_images=4, width=160, height=120,
+                             workers=1).yaml_path)
+
+
+def profile(tmp_path, *command, steps="3"):
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", "--steps", steps, "--loader-seconds", "1",
+                        "--out", str(out), "--", *map(str, command)], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path, env={**os.environ, "YOLO_OFFLINE": "1"})
+    return p, out
+
+
+def test_plain_script(dataset, tmp_path):
+    p, out = profile(tmp_path, sys.executable, SCRIPTS / "train_plain.py", dataset, tmp_path / "ul")
+    assert p.returncode == 0, p.stderr[-2000:]
+    prof = record.load(out)
+    assert prof.mode == "script" and prof.status == "complete" and prof.summary["steps"] == 3
+    assert prof.settings["batch"] == 4 and prof.loader_capacity["images_per_s"] > 0
+    assert any(e["type"] == "sample" for e in read_events(out / "samples.jsonl"))
+
+
+def test_two_train_calls_and_custom_trainer(dataset, tmp_path):
+    p, out = profile(tmp_path, sys.executable, SCRIPTS / "train_twice_custom.py", dataset, tmp_path / "ul")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "SCRIPT FINISHED" in p.stderr  # the program went on after its bounded first call
+    prof = record.load(out)
+    assert [t["steps"] for t in prof.summary["per_train"]] == [3, 3]
+    begins = [e for e in read_events(out / "events.jsonl") if e["type"] == "train_begin"]
+    assert [b["trainer"] for b in begins] == ["DetectionTrainer", "MyTrainer"]
+
+
+def test_script_that_crashes_and_one_that_never_trains(tmp_path):
+    crash = "from ultralytics.utils.callbacks import base; import yolodoctor.profiling.hooks as h; " \
+            "h.session(); raise RuntimeError('boom')"
+    p, out = profile(tmp_path, sys.executable, "-c", crash)
+    assert p.returncode == 1
+    prof = record.load(out)
+    assert prof.status == "incomplete" and "boom" in prof.reason
+    (tmp_path / "b").mkdir()
+    p, out2 = profile(tmp_path / "b", sys.executable, "-c", "print('hello')")
+    assert p.returncode == 1 and record.load(out2).reason.startswith("no Ultralytics training")
+
+
+def test_missing_program_is_exit_2(tmp_path):
+    p, _ = profile(tmp_path, "/no/such/program")
+    assert p.returncode == 2 and "cannot run" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_attach_from_a_notebook(dataset, tmp_path):
+    out = tmp_path / "nb"
+    p = subprocess.run([sys.executable, SCRIPTS / "attach_notebook.py", dataset, tmp_path / "ul", out],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**os.environ, "YOLO_OFFLINE": "1", "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    prof = record.load(out)
+    assert prof.mode == "attach" and prof.status == "complete" and prof.summary["steps"] == 5
+    assert any(e["type"] == "sample" for e in read_events(out / "samples.jsonl"))

@@ -1,0 +1,79 @@
+"""Module-level Ultralytics callbacks for script mode (`yolodoctor profile -- COMMAND`).
+
+They are plain functions of an importable module, so Ultralytics' DDP launcher can cloudpickle them by reference
+into each rank; each process creates its own Session lazily from YOLODOCTOR_RUN_DIR on the first callback (no
+thread, file or NVML handle crosses a process boundary). A failure inside a hook is recorded and never breaks the
+user's training.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from typing import Any
+
+from yolodoctor.profiling.recorder import EVENTS
+
+_session = None
+_error: list[str] = []
+
+
+def session():
+    global _session
+    if _session is None:
+        from yolodoctor.profiling import signals
+        from yolodoctor.profiling.session import ENV_RUN_DIR, Session
+
+        _session = Session(os.environ[ENV_RUN_DIR])
+        import signal
+
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signals.install()
+        _chain_excepthook()
+        atexit.register(_at_exit)
+    return _session
+
+
+def _chain_excepthook() -> None:
+    previous = sys.excepthook
+
+    def hook(tp, value, tb):
+        from yolodoctor.profiling.session import classify_error
+
+        _error.append(classify_error(value)[0])
+        previous(tp, value, tb)
+
+    sys.excepthook = hook
+
+
+def _at_exit() -> None:
+    if _session is not None:
+        _session.end("incomplete" if _error else "complete", _error[0] if _error else None)
+
+
+def _forward(name: str):
+    def callback(trainer: Any) -> None:
+        try:
+            getattr(session().recorder, name)(trainer)
+        except Exception as e:  # noqa: BLE001 - the doctor never harms the patient
+            try:
+                session().events.write("hook_error", hook=name, error=f"{type(e).__name__}: {e}"[:300])
+            except Exception:
+                pass
+
+    callback.__name__ = callback.__qualname__ = name
+    return callback
+
+
+for _name in EVENTS:
+    globals()[_name] = _forward(_name)
+
+
+def register(callbacks_base_module) -> None:
+    """Append the hooks to Ultralytics' default callbacks (copied into every trainer, custom subclasses too)."""
+    for name in EVENTS:
+        fn = globals()[name]
+        lst = callbacks_base_module.default_callbacks.setdefault(name, [])
+        if fn not in lst:
+            lst.append(fn)

@@ -1,0 +1,116 @@
+"""One profiling session per training process: the event writer, the step recorder, the trace window and the loader
+capacity measurement, configured from the run directory's spec.json.
+
+The same session serves the three ways of profiling:
+  - `profile KEY=VALUE`: the child process (child.py) attaches it to the YOLO model it builds;
+  - `profile -- COMMAND`: sitecustomize (inject/) registers hooks.py's module-level callbacks with Ultralytics'
+    default callbacks, and the session is created lazily in each process from YOLODOCTOR_RUN_DIR;
+  - `yolodoctor.attach(model)` in a notebook.
+Under DDP each rank gets its own event stream (events-rank{R}.jsonl), because each rank is its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from yolodoctor.profile import EVENTS, SPEC
+from yolodoctor.profiling import bounds
+from yolodoctor.profiling.events import EventWriter
+from yolodoctor.profiling.recorder import Recorder
+from yolodoctor.profiling.trace import TraceWindow
+from yolodoctor.rundir import write_json_atomic
+
+ROLES = "roles.json"
+ENV_RUN_DIR = "YOLODOCTOR_RUN_DIR"
+
+
+def rank() -> int:
+    try:
+        return int(os.environ.get("RANK", "-1"))
+    except ValueError:
+        return -1
+
+
+def events_name(r: int) -> str:
+    return EVENTS if r in (-1, 0) else f"events-rank{r}.jsonl"
+
+
+class Session:
+    def __init__(self, run_dir: str | Path, spec: dict[str, Any] | None = None) -> None:
+        self.run = Path(run_dir)
+        self.spec = spec if spec is not None else json.loads((self.run / SPEC).read_text())
+        self.rank = rank()
+        self.events = EventWriter(self.run / events_name(self.rank))
+        self.events.write("run_start", pid=os.getpid(), tid=threading.get_native_id(), rank=self.rank)
+        steps = self.spec.get("steps")
+        self.trace = (TraceWindow(self.run, on_done=lambda r: self.events.write("trace", **r))
+                      if self.spec.get("trace", True) and self.rank in (-1, 0) else None)
+        self.recorder = Recorder(self.events, steps_limit=steps if isinstance(steps, int) else None,
+                                 rank=self.rank, on_settings=self._on_settings, on_workers=self._write_roles,
+                                 trace=self.trace, on_end=self._on_train_end)
+        self.ended = False
+
+    # ------------------------------------------------------------------ hooks from the recorder
+    def _write_roles(self, roles: dict[int, str]) -> None:
+        if self.rank in (-1, 0):
+            write_json_atomic(self.run / ROLES, {str(k): v for k, v in roles.items()})
+
+    def _on_settings(self, settings: dict) -> None:
+        if self.spec.get("steps") == "auto":
+            self.recorder.steps_limit = bounds.default_steps(settings.get("workers") or 0,
+                                                             settings.get("prefetch_factor"))
+            self.events.write("steps_limit", steps=self.recorder.steps_limit,
+                              rule="SETTLE + 3 x workers x prefetch_factor")
+        if self.trace is not None and not self.trace.done:
+            self.trace.cuda = str(settings.get("device", "")).startswith("cuda")
+            if settings.get("compile_requested") == "reduce-overhead":
+                self.trace.skip("compile='reduce-overhead' (CUDA graphs): no profiler trace, see DESIGN.md section 4")
+                self.events.write("trace", skipped=self.trace.skipped)
+
+    def _on_train_end(self, trainer) -> None:
+        """After the steps and before Ultralytics closes its loaders: time the train loader alone."""
+        seconds = float(self.spec.get("loader_seconds", 8.0) or 0)
+        if seconds <= 0 or not self.spec.get("loader_capacity", True) or self.rank not in (-1, 0):
+            return
+        if self.spec.get("loader_capacity_done"):
+            return
+        self.spec["loader_capacity_done"] = True  # once per process: a second train() reuses the figure
+        from yolodoctor.profiling import loader
+
+        self.events.write("loader_capacity_start", mosaic=self.recorder.last_mosaic)
+        try:
+            self.events.write("loader_capacity", **loader.measure(trainer, mosaic=self.recorder.last_mosaic,
+                                                                  seconds=seconds))
+        except Exception as e:  # the measurement is extra: its failure is a fact, not a failed training
+            self.events.write("loader_capacity", error=f"{type(e).__name__}: {e}"[:300])
+
+    # ------------------------------------------------------------------ lifecycle
+    def attach(self, model) -> Session:
+        self.recorder.attach(model)
+        return self
+
+    def end(self, status: str, reason: str | None) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self.recorder.finish()
+        self.events.write("run_end", status=status, reason=reason, steps=self.recorder.total_steps,
+                          bounded=self.recorder.bounded)
+        self.events.close()
+
+
+def classify_error(e: BaseException) -> tuple[str, int]:
+    from yolodoctor.profiling.signals import Terminated
+
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted", 130
+    if isinstance(e, Terminated):
+        return "terminated", 143
+    text = f"{type(e).__name__}: {e}"
+    if "out of memory" in text.lower() or type(e).__name__ == "OutOfMemoryError":
+        return "out-of-memory: " + text[:300], 1
+    return "crashed: " + text[:300], 1
