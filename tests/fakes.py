@@ -12,7 +12,18 @@ class FakeNvmlLib:
     """Just enough of pynvml: a list of GPUs, each a dict of what NVML would answer. ``fail`` names calls that raise."""
 
     class NVMLError(Exception):
-        pass
+        def __init__(self, msg: str = "", value: int | None = None) -> None:
+            super().__init__(msg)
+            self.value = value  # pynvml's NVMLError carries the NVML return code here
+
+    # pynvml constants the sampler passes through
+    NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
+    NVML_PCIE_UTIL_TX_BYTES = 0
+    NVML_PCIE_UTIL_RX_BYTES = 1
+    NVML_GPU_UTILIZATION_SAMPLES = 1
+    NVML_ERROR_NOT_FOUND = 6
+    NVML_VALUE_TYPE_UNSIGNED_INT = 1
 
     def __init__(self, gpus: list[dict], fail: set[str] | None = None, init_error: str | None = None) -> None:
         self.gpus = gpus
@@ -56,7 +67,8 @@ class FakeNvmlLib:
 
     def nvmlDeviceGetMemoryInfo(self, h):
         self._check("nvmlDeviceGetMemoryInfo")
-        return SimpleNamespace(total=self.gpus[h]["memory"], used=0, free=self.gpus[h]["memory"])
+        used = self.gpus[h].get("mem_used", 0)
+        return SimpleNamespace(total=self.gpus[h]["memory"], used=used, free=self.gpus[h]["memory"] - used)
 
     def nvmlDeviceGetCudaComputeCapability(self, h):
         return self.gpus[h]["cc"]
@@ -69,6 +81,45 @@ class FakeNvmlLib:
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h):
         return 700000
+
+    # -- live telemetry (the sampler); each value comes from the GPU's dict, with an idle default ------------------
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        self._check("nvmlDeviceGetUtilizationRates")
+        return SimpleNamespace(gpu=self.gpus[h].get("util", 0), memory=self.gpus[h].get("mem_util", 0))
+
+    def nvmlDeviceGetClockInfo(self, h, clock_type):
+        self._check("nvmlDeviceGetClockInfo")
+        return self.gpus[h].get("sm_clock", 345) if clock_type == self.NVML_CLOCK_SM else 3201
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        self._check("nvmlDeviceGetPowerUsage")
+        return self.gpus[h].get("power_mw", 75_000)
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        self._check("nvmlDeviceGetTemperature")
+        return self.gpus[h].get("temp", 30)
+
+    def nvmlDeviceGetPcieThroughput(self, h, counter):
+        self._check("nvmlDeviceGetPcieThroughput")
+        return self.gpus[h].get("pcie_rx" if counter == self.NVML_PCIE_UTIL_RX_BYTES else "pcie_tx", 0)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        self._check("nvmlDeviceGetCurrentClocksEventReasons")
+        return self.gpus[h].get("throttle", 0x1)
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        self._check("nvmlDeviceGetCurrentClocksThrottleReasons")
+        return self.gpus[h].get("throttle", 0x1)
+
+    def nvmlDeviceGetSamples(self, h, sampling_type, last_ts):
+        """``self.gpus[h]["samples"]``: [(timestamp_us, value)]; like NVML, NOT_FOUND when none is newer."""
+        self._check("nvmlDeviceGetSamples")
+        new = [SimpleNamespace(timeStamp=ts, sampleValue=SimpleNamespace(uiVal=v))
+               for ts, v in self.gpus[h].get("samples", []) if ts > last_ts]
+        if not new:
+            raise self.NVMLError("Not Found", value=self.NVML_ERROR_NOT_FOUND)
+        return self.NVML_VALUE_TYPE_UNSIGNED_INT, new
 
 
 H200 = {"uuid": H200_UUID, "name": "NVIDIA H200", "memory": 150_754_820_096, "cc": (9, 0)}
