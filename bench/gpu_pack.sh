@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Pack what came out of bench/gpu_issue3.sh for the trip back (the device tool returns at most 8 files).
+OUT_DIR=${OUT_DIR:-bench/out/gpu3}
+DEST=${1:?destination .tgz}
+cd "$OUT_DIR" || exit 1
+tar czf "$DEST" --exclude='ul' --exclude='*/ul' --exclude='*.pt' --exclude='plain-*.json' . 2>/dev/null
+ls -la "$DEST"

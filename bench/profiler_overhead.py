@@ -1,0 +1,78 @@
+"""Benchmark (GPU): the profiler's overhead on images/s outside its trace window, and the time to a written profile.
+
+    python bench/profiler_overhead.py --data DATA_YAML --out DIR [--reps 3] [--steps 160] [KEY=VALUE ...]
+
+Runs plain training (bench/plain_train.py: one timestamp per step) and `yolodoctor profile` (recorder, sampler,
+trace window at steps 10-14, no loader timing) interleaved A B A B ..., each bounded to the same number of steps, and
+compares images/s over the same steady window (steps 60 to the end, well past the trace window and a full queue
+depth of 8 workers x 4). Writes DIR/overhead.json; prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FIRST = 60
+
+
+def rate(ends: list[float], images: list[int], first: int = FIRST) -> float:
+    span = ends[-1] - ends[first - 1]
+    return sum(images[first:]) / span
+
+
+def plain(args, out: Path, words: list[str]) -> float:
+    res = out / f"plain-{time.monotonic_ns()}.json"
+    subprocess.run([sys.executable, str(Path(__file__).with_name("plain_train.py")), str(res), str(args.steps),
+                    f"data={args.data}", *words], check=True, stdout=subprocess.DEVNULL)
+    d = json.loads(res.read_text())
+    return rate(d["ends"], d["images"])
+
+
+def profiled(args, out: Path, words: list[str]) -> tuple[float, float]:
+    run = out / f"prof-{time.monotonic_ns()}"
+    t = time.monotonic()
+    subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={args.data}", *words, "--steps",
+                    str(args.steps), "--loader-seconds", "0", "--out", str(run)], check=True,
+                   stdout=subprocess.DEVNULL)
+    wall = time.monotonic() - t
+    steps = [json.loads(line) for line in open(run / "events.jsonl")]
+    steps = [s for s in steps if s.get("type") == "step"]
+    steps.sort(key=lambda s: s["step"])
+    return rate([s["t1"] for s in steps], [s["images"] for s in steps]), wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=160)
+    ap.add_argument("words", nargs="*")
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    words = a.words or ["model=yolo11n.yaml", "imgsz=640", "epochs=20", "plots=False", f"project={a.out / 'ul'}"]
+    rows = []
+    for i in range(a.reps):
+        p = plain(a, a.out, words)
+        q, wall = profiled(a, a.out, words)
+        rows.append({"rep": i, "plain": p, "profiled": q, "ratio": q / p, "profile_wall_s": wall})
+        print(f"rep {i}: plain {p:.1f} img/s, profiled {q:.1f} img/s, ratio {q / p:.4f}", file=sys.stderr)
+    ratios = [r["ratio"] for r in rows]
+    plains = [r["plain"] for r in rows]
+    res = {"rows": rows, "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
+           "ratio_max": max(ratios), "plain_spread": (max(plains) - min(plains)) / statistics.median(plains),
+           "words": words, "steps": a.steps, "first_step": FIRST, "env": {k: os.environ.get(k) for k in
+                                                                          ("CUDA_VISIBLE_DEVICES", "YOLO_OFFLINE")}}
+    (a.out / "overhead.json").write_text(json.dumps(res, indent=2))
+    print(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""On a CUDA GPU (run on the lent H200 with `pytest -m gpu`; deselected, not skipped, in the CPU suite)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from yolodoctor import profile as record
+from yolodoctor.profiling.events import read_events
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    import torch
+
+    assert torch.cuda.is_available(), "the gpu tests need a CUDA GPU: run them on the lent H200"
+    from yolodoctor.datasets.synth import make_dataset
+
+    return Path(make_dataset(tmp_path_factory.mktemp("ds") / "ds", images=96, val_images=8, width=320, height=240
+                             ).yaml_path)
+
+
+def test_profile_on_cuda_records_events_trace_and_nvml(dataset, tmp_path):
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={dataset}", "imgsz=160", "batch=8",
+                        "epochs=3", "workers=2", "plots=False", f"project={tmp_path / 'ul'}", "--steps", "18",
+                        "--loader-seconds", "2", "--out", str(out), "--json"], capture_output=True, text=True,
+                       timeout=600, env={**os.environ, "YOLO_OFFLINE": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    json.loads(p.stdout)
+    prof = record.load(out)
+    s = prof.settings
+    assert s["device"].startswith("cuda") and s["amp"] is True and s["channels_last"] is True
+    steps = [e for e in read_events(out / "events.jsonl") if e["type"] == "step"]
+    assert len(steps) == 18 and all(e["gpu_ms"] > 0 and e["loss"] is not None for e in steps)
+    t = prof.trace["summary"]
+    assert t["cuda"] is True and t["kernels_per_step"] > 50 and t["kernel_busy_ms_per_step"] > 0
+    assert 0 < t["tensor_core_share"] <= 1 and t["launches_per_step"] > 0
+    samples = [e for e in read_events(out / "samples.jsonl")]
+    start = samples[0]
+    assert start["type"] == "sampler_start" and start["gpu"]["match"] == "uuid"
+    gpu = [e["gpu"] for e in samples if e["type"] == "sample" and e.get("gpu")]
+    assert gpu and any(g["util"] is not None for g in gpu) and any(g["mem_used"] for g in gpu)
+    roles = [e["roles"]["train_worker"]["count"] for e in samples if e["type"] == "sample"]
+    assert max(roles) == 2  # the two train-loader workers were classified
+    assert prof.loader_capacity["images_per_s"] > 0 and prof.loader_capacity["workers"] == 2
+
+
+def test_check_sees_the_gpu():
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "check", "--json"], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "YOLO_OFFLINE": "1"})
+    facts = json.loads(p.stdout)["facts"]
+    assert facts["env.cuda_available"] and facts["env.nvml"] and facts["env.device_map"][0]["nvml_index"] is not None
+    assert facts["gpu.supports_bf16"] is True
