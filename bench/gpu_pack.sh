@@ -3,5 +3,5 @@
 OUT_DIR=${OUT_DIR:-bench/out/gpu3}
 DEST=${1:?destination .tgz}
 cd "$OUT_DIR" || exit 1
-tar czf "$DEST" --exclude='ul' --exclude='*/ul' --exclude='*.pt' --exclude='plain-*.json' . 2>/dev/null
+tar czf "$DEST" --exclude='ul' --exclude='*/ul' --exclude='*.pt' . 2>/dev/null
 ls -la "$DEST"

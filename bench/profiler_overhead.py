@@ -1,6 +1,10 @@
 """Benchmark (GPU): the profiler's overhead on images/s outside its trace window, and the time to a written profile.
 
-    python bench/profiler_overhead.py --data DATA_YAML --out DIR [--reps 3] [--steps 160] [KEY=VALUE ...]
+    python bench/profiler_overhead.py --data DATA_YAML --out DIR [--reps 3] [--steps 160]
+           [--configs plain,full,notrace,traceonly] [KEY=VALUE ...]
+
+Configurations: plain (bench/plain_train.py), full (`yolodoctor profile`), notrace (--no-trace), traceonly
+(--sample-hz 0: the trace window without the sampler), nogpu (--no-trace --no-gpu-telemetry).
 
 Runs plain training (bench/plain_train.py: one timestamp per step) and `yolodoctor profile` (recorder, sampler,
 trace window at steps 10-14, no loader timing) interleaved A B A B ..., each bounded to the same number of steps, and
@@ -35,11 +39,15 @@ def plain(args, out: Path, words: list[str]) -> float:
     return rate(d["ends"], d["images"])
 
 
-def profiled(args, out: Path, words: list[str]) -> tuple[float, float]:
-    run = out / f"prof-{time.monotonic_ns()}"
+FLAGS = {"full": [], "notrace": ["--no-trace"], "traceonly": ["--sample-hz", "0"],
+         "nogpu": ["--no-trace", "--no-gpu-telemetry"]}
+
+
+def profiled(args, out: Path, words: list[str], config: str = "full") -> tuple[float, float]:
+    run = out / f"prof-{config}-{time.monotonic_ns()}"
     t = time.monotonic()
     subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={args.data}", *words, "--steps",
-                    str(args.steps), "--loader-seconds", "0", "--out", str(run)], check=True,
+                    str(args.steps), "--loader-seconds", "0", *FLAGS[config], "--out", str(run)], check=True,
                    stdout=subprocess.DEVNULL)
     wall = time.monotonic() - t
     steps = [json.loads(line) for line in open(run / "events.jsonl")]
@@ -54,20 +62,28 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--steps", type=int, default=160)
+    ap.add_argument("--configs", default="plain,full")
     ap.add_argument("words", nargs="*")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     words = a.words or ["model=yolo11n.yaml", "imgsz=640", "epochs=20", "plots=False", f"project={a.out / 'ul'}"]
+    configs = a.configs.split(",")
+    rates: dict[str, list[float]] = {c: [] for c in configs}
     rows = []
     for i in range(a.reps):
-        p = plain(a, a.out, words)
-        q, wall = profiled(a, a.out, words)
-        rows.append({"rep": i, "plain": p, "profiled": q, "ratio": q / p, "profile_wall_s": wall})
-        print(f"rep {i}: plain {p:.1f} img/s, profiled {q:.1f} img/s, ratio {q / p:.4f}", file=sys.stderr)
-    ratios = [r["ratio"] for r in rows]
-    plains = [r["plain"] for r in rows]
-    res = {"rows": rows, "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
-           "ratio_max": max(ratios), "plain_spread": (max(plains) - min(plains)) / statistics.median(plains),
+        for c in configs:  # interleaved: plain full ... plain full ...
+            r, wall = (plain(a, a.out, words), None) if c == "plain" else profiled(a, a.out, words, c)
+            rates[c].append(r)
+            rows.append({"rep": i, "config": c, "images_per_s": r, "profile_wall_s": wall})
+            print(f"rep {i} {c}: {r:.1f} img/s", file=sys.stderr)
+    base = statistics.median(rates["plain"]) if rates.get("plain") else None
+    summary = {c: {"median": statistics.median(v), "min": min(v), "max": max(v),
+                   "ratio_to_plain": statistics.median(v) / base if base else None} for c, v in rates.items()}
+    for c, v in summary.items():
+        print(f"{c:10s} median {v['median']:.1f} img/s  range {v['min']:.1f}-{v['max']:.1f}  ratio "
+              f"{v['ratio_to_plain'] or 0:.3f}", file=sys.stderr)
+    plains = rates.get("plain") or [1.0]
+    res = {"rows": rows, "summary": summary, "plain_spread": (max(plains) - min(plains)) / statistics.median(plains),
            "words": words, "steps": a.steps, "first_step": FIRST, "env": {k: os.environ.get(k) for k in
                                                                           ("CUDA_VISIBLE_DEVICES", "YOLO_OFFLINE")}}
     (a.out / "overhead.json").write_text(json.dumps(res, indent=2))

@@ -70,13 +70,16 @@ def check(ctx: Ctx, train_args: tuple[str, ...], as_json: bool, fail_on: str, wa
 @click.option("--all", "whole", is_flag=True, help="Profile the whole run, validation included.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Run directory (must not exist).")
 @click.option("--no-trace", is_flag=True, help="Skip the torch.profiler window.")
+@click.option("--sample-hz", type=click.FloatRange(0), default=5.0, show_default=True,
+              help="Sampler rate (CPU, disk, memory, GPU); 0 turns the sampler off.")
+@click.option("--no-gpu-telemetry", is_flag=True, help="Sample without NVML queries.")
 @click.option("--loader-seconds", type=click.FloatRange(0), default=8.0, show_default=True,
               help="Time the train loader alone after the steps (0: skip).")
 @click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
 @click.option("--fail-on", type=FAIL_ON, default="error", show_default=True)
 @click.pass_obj
 def profile(ctx: Ctx, train_args: tuple[str, ...], steps: int | None, whole: bool, out: Path | None, no_trace: bool,
-            loader_seconds: float, as_json: bool, fail_on: str) -> None:
+            sample_hz: float, no_gpu_telemetry: bool, loader_seconds: float, as_json: bool, fail_on: str) -> None:
     """Run (part of) the real training under measurement and write a run directory."""
     if ctx.command and train_args:
         raise UsageError("give either KEY=VALUE train arguments or `-- COMMAND`, not both")
@@ -85,7 +88,8 @@ def profile(ctx: Ctx, train_args: tuple[str, ...], steps: int | None, whole: boo
     from yolodoctor.commands.profile import run
 
     sys.exit(run(list(train_args), command=ctx.command, steps=-1 if whole else steps, out=out, trace=not no_trace,
-                 loader_seconds=loader_seconds, as_json=as_json, fail_on=Severity.parse(fail_on)))
+                 loader_seconds=loader_seconds, hz=sample_hz, gpu_telemetry=not no_gpu_telemetry, as_json=as_json,
+                 fail_on=Severity.parse(fail_on)))
 
 
 @cli.command("make-dataset")

@@ -42,7 +42,8 @@ def flat(p: Profile) -> dict:
 
 
 def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Severity, trace: bool = True,
-        loader_seconds: float = 8.0, command: list[str] | None = None) -> int:
+        loader_seconds: float = 8.0, command: list[str] | None = None, hz: float = 5.0,
+        gpu_telemetry: bool = True) -> int:
     from yolodoctor import trainargs
     from yolodoctor.cli import stderr_console, stdout_console
     from yolodoctor.profiling.runner import exit_code_for, run_profile
@@ -58,7 +59,7 @@ def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Sev
             raise InputError(f"data.yaml not found: {args['data']} (profile never downloads datasets)")
     err = stderr_console()
     run_dir, prof = run_profile(args, command=command, steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
-                                loader_seconds=loader_seconds,
+                                loader_seconds=loader_seconds, hz=hz, gpu_telemetry=gpu_telemetry,
                                 log=lambda m: err.print(f"[dim]{m}[/]"))
     findings = ending_findings(prof)
     if as_json:

@@ -51,7 +51,7 @@ def gpu_uuid_for(args: dict[str, Any]) -> str | None:
 
 def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None = None,
                 steps: int | str | None = "auto", out: str | Path | None = None, hz: float = 5.0,
-                trace: bool = True, loader_seconds: float = 8.0,
+                trace: bool = True, loader_seconds: float = 8.0, gpu_telemetry: bool = True,
                 log: Callable[[str], None] = lambda m: None) -> tuple[Path, Profile]:
     """Profile ``model.train(**args)`` (args mode) or an unmodified program (``command``, script mode)."""
     from yolodoctor.profiling.sampler import start_sampler, stop_sampler
@@ -84,8 +84,9 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
         profile.status, profile.reason, profile.finished = "incomplete", f"could not start: {e}", now()
         profile.save(run)
         raise InputError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
-    sampler = start_sampler(child.pid, run / SAMPLES, hz=hz, gpu_uuid=gpu_uuid_for(args or {}),
-                            roles=run / "roles.json", tid=child.pid)
+    sampler = (start_sampler(child.pid, run / SAMPLES, hz=hz, gpu_uuid=gpu_uuid_for(args or {}) if gpu_telemetry
+                             else None, roles=run / "roles.json", tid=child.pid, gpu=gpu_telemetry)
+               if hz > 0 else None)
     interrupted: list[int] = []
 
     def forward(signum, frame):
@@ -104,7 +105,8 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        stop_sampler(sampler)
+        if sampler is not None:
+            stop_sampler(sampler)
     finalise(run, profile, child.returncode, interrupted)
     return run, profile
 

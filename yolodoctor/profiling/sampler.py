@@ -806,7 +806,7 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 
 
 def start_sampler(pid: int, out: str | os.PathLike[str], hz: float = 5, gpu_uuid: str | None = None,
-                  roles: str | os.PathLike[str] | None = None, tid: int | None = None, *,
+                  roles: str | os.PathLike[str] | None = None, tid: int | None = None, *, gpu: bool = True,
                   ready_timeout: float | None = 10.0, python: str | None = None,
                   env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start the sampler as its own process (in a new session, so a Ctrl-C aimed at the training does not cut the
@@ -826,6 +826,8 @@ def start_sampler(pid: int, out: str | os.PathLike[str], hz: float = 5, gpu_uuid
         cmd += ["--roles", os.fspath(roles)]
     if tid is not None:
         cmd += ["--tid", str(tid)]
+    if not gpu:
+        cmd += ["--no-gpu"]
     environ = dict(os.environ if env is None else env)
     pkg_root = str(Path(__file__).resolve().parents[2])  # importable even when yolodoctor is not installed
     paths = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -874,6 +876,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-uuid", default=None, help="torch's device UUID (NVML's 'GPU-' prefix optional)")
     p.add_argument("--roles", default=None, help='JSON file {"<pid>": "train_worker"|"val_worker"|...}')
     p.add_argument("--tid", type=int, default=None, help="native id of the training thread")
+    p.add_argument("--no-gpu", action="store_true", help="do not query NVML (GPU telemetry off)")
     return p
 
 
@@ -902,7 +905,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         with open(out_path, "w", encoding="utf-8") as out:
-            sampler = Sampler(args.pid, tid=args.tid, roles_path=args.roles, gpu_uuid=args.gpu_uuid)
+            sampler = Sampler(args.pid, tid=args.tid, roles_path=args.roles, gpu_uuid=args.gpu_uuid,
+                              nvml=Nvml(None, "GPU telemetry turned off (--no-gpu)") if args.no_gpu else None)
             try:
                 sampler.run(out, args.hz, stop=lambda: stopping[0] if stopping else None, wait=wait)
             finally:

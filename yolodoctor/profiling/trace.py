@@ -44,6 +44,8 @@ class Ev:
 def records_from_profiler(prof) -> list[Ev]:
     out = []
     for e in prof.events():
+        if getattr(e, "is_user_annotation", False):  # e.g. "Optimizer.step#AdamW.step" ranges on the GPU timeline
+            continue
         dev = "cuda" if str(e.device_type).endswith("CUDA") else "cpu"
         tr = e.time_range
         out.append(Ev(e.name, dev, float(tr.start), float(tr.end - tr.start),
@@ -122,7 +124,7 @@ def _copy_kind(name: str) -> str:
         return "h2d_pageable" if "Pageable" in name else "h2d_pinned" if "Pinned" in name else "h2d"
     if "DtoH" in name:
         return "d2h_pageable" if "Pageable" in name else "d2h_pinned" if "Pinned" in name else "d2h"
-    return "other"
+    return "memset" if name.startswith("Memset") else "other"
 
 
 class TraceWindow:
