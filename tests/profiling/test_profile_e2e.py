@@ -99,13 +99,13 @@ def test_trace_window_and_loader_capacity_on_cpu(dataset, tmp_path):
     p = yd("profile", *args, "--steps", "16", "--loader-seconds", "1.5", "--out", out, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     prof = record.load(out)
-    assert prof.trace["first_step"] == 10 and prof.trace["steps"] == 5
+    assert prof.trace["first_step"] == 11 and prof.trace["steps"] == 5  # the last five of 16 steps
     assert prof.trace["summary"]["cpu_ops_per_step"] > 100 and prof.trace["summary"]["cuda"] is False
     assert (out / prof.files["trace"]).stat().st_size > 1000
     import gzip
 
     assert json.loads(gzip.open(out / "trace.json.gz").read())["traceEvents"]
     traced = [e["step"] for e in read_events(out / "events.jsonl") if e["type"] == "step" and e.get("traced")]
-    assert traced == [10, 11, 12, 13, 14]
+    assert traced == [11, 12, 13, 14, 15]
     cap = prof.loader_capacity
     assert cap["images_per_s"] > 0 and cap["batches"] > 2 and cap["workers"] == 0

@@ -13,8 +13,8 @@ def steps(n, wait=0.01, compute=0.1, images=8):
 
 
 def test_default_steps_rule():
-    assert bounds.default_steps(0) == bounds.MIN_STEPS
-    assert bounds.default_steps(8) == bounds.SETTLE + 3 * 32
+    assert bounds.default_steps(0) == bounds.MIN_STEPS + 5
+    assert bounds.default_steps(8) == bounds.SETTLE + 3 * 32 + 5
     assert bounds.window_start(8) == bounds.SETTLE + 32
 
 

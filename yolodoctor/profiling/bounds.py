@@ -3,9 +3,10 @@
 Ultralytics' train loader prefetches ``workers x 4`` batches before the first step and keeps that many in flight.
 A window inside that depth measures the queue, not the pipeline (DESIGN.md section 4). So:
 
-  default steps = SETTLE + 3 x depth (at least MIN_STEPS), depth = workers x prefetch_factor
+  default steps = max(MIN_STEPS, SETTLE + 3 x depth) + TRACE, depth = workers x prefetch_factor
   steady window = the steps after SETTLE + depth: the queue filled during start-up has been drained once and
-                  the window spans two more queue depths, long enough for the loader's real rate to show.
+                  the window spans two more queue depths, long enough for the loader's real rate to show;
+  trace window  = the last TRACE steps (trace.py says why it comes last); they are left out of the steady window.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ def prefetch_depth(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) 
 
 
 def default_steps(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) -> int:
-    return max(MIN_STEPS, SETTLE + 3 * prefetch_depth(workers, prefetch_factor))
+    from yolodoctor.profiling.trace import ACTIVE
+
+    return max(MIN_STEPS, SETTLE + 3 * prefetch_depth(workers, prefetch_factor)) + ACTIVE
 
 
 def window_start(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) -> int:

@@ -59,9 +59,16 @@ class EventWriter:
 
 
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Records of a JSONL file; a torn last line (the writer was killed mid-write) is skipped."""
+    """Records of a JSONL file (or of FILE.gz where only the compressed copy exists, as in recorded fixtures);
+    a torn last line (the writer was killed mid-write) is skipped."""
+    path = Path(path)
     try:
-        fh = open(path, encoding="utf-8")
+        if not path.exists() and Path(f"{path}.gz").exists():
+            import gzip
+
+            fh = gzip.open(f"{path}.gz", "rt", encoding="utf-8")
+        else:
+            fh = open(path, encoding="utf-8")
     except FileNotFoundError:
         return
     with fh:

@@ -103,7 +103,7 @@ class Recorder:
             self.ev_start = self._torch.cuda.Event(enable_timing=True)
             self.ev_start.record()
         if self.trace is not None:
-            self.trace.before_step(self.total_steps)
+            self.trace.before_step(self.steps)
 
     def on_train_batch_end(self, trainer) -> None:
         now = time.monotonic()
@@ -128,7 +128,7 @@ class Recorder:
             rec["loss"] = _num(loss) if loss is not None else None
             self._emit(rec)
         if self.trace is not None:
-            self.trace.after_step(self.total_steps)
+            self.trace.after_step(self.steps)
         self.i += 1
         self.steps += 1
         self.total_steps += 1

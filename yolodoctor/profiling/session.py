@@ -67,6 +67,11 @@ class Session:
                               rule="SETTLE + 3 x workers x prefetch_factor")
         if self.trace is not None and not self.trace.done:
             self.trace.cuda = str(settings.get("device", "")).startswith("cuda")
+            limit = self.recorder.steps_limit
+            planned = (settings.get("epochs") or 0) * (settings.get("batches_per_epoch") or 0)
+            last = min(limit, planned) if limit and planned else (limit or planned)
+            if last:
+                self.trace.place_at_end(last - 1)
             if settings.get("compile_requested") == "reduce-overhead":
                 self.trace.skip("compile='reduce-overhead' (CUDA graphs): no profiler trace, see DESIGN.md section 4")
                 self.events.write("trace", skipped=self.trace.skipped)

@@ -1,9 +1,11 @@
 """A bounded torch.profiler window: a few steps traced, exported for Perfetto (gzip) and summarised at capture time.
 
-The window sits at steps [TRACE_START, TRACE_START + active): after the first steps (allocator growth, algorithm
-selection) and before the steady-state window that gives images/s, so the profiler's own cost never touches the
-throughput figure. It is skipped under compile='reduce-overhead': a profiler started after CUDA-graph capture can
-fail, and CUPTI teardown can leave a lasting slowdown (DESIGN.md section 4).
+The window covers the LAST steps of the profiled run: the last ``ACTIVE`` steps of a bounded profile, or of the
+planned run (epochs x batches) when the whole training is profiled. Measured on an H200 (BENCHMARKS.md, profiler
+overhead): after a CUDA trace window ends, a launch-bound training can stay about 30% slower for the rest of the
+process (CUPTI does not fully detach), so a window early in the run distorted every step after it. At the end it
+touches nothing that is measured. It is skipped under compile='reduce-overhead': a profiler started after CUDA-graph
+capture can fail (DESIGN.md section 4).
 
 Events are read through torch.profiler's own API (``prof.events()``); ``summarise`` works on plain records so that
 it can be tested without a GPU.
@@ -20,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-TRACE_START = 10
 ACTIVE = 5
 SHORT_KERNEL_US = 10.0
 LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaGraphLaunch",
@@ -130,7 +131,7 @@ def _copy_kind(name: str) -> str:
 class TraceWindow:
     """Drive torch.profiler around steps [start, start + active) from the recorder's step hooks."""
 
-    def __init__(self, run_dir: Path, *, start: int = TRACE_START, active: int = ACTIVE, cuda: bool = False,
+    def __init__(self, run_dir: Path, *, start: int | None = None, active: int = ACTIVE, cuda: bool = False,
                  on_done=None) -> None:
         self.run_dir = Path(run_dir)
         self.start, self.active, self.cuda = start, active, cuda
@@ -140,12 +141,17 @@ class TraceWindow:
         self.skipped: str | None = None
         self.t0 = 0.0
 
+    def place_at_end(self, last_step: int) -> None:
+        """Trace the steps ending with ``last_step`` (0-based index of the run's last step)."""
+        self.active = max(1, min(ACTIVE, last_step + 1))
+        self.start = last_step + 1 - self.active
+
     def skip(self, reason: str) -> None:
         self.skipped = reason
         self.done = True
 
     def before_step(self, step: int) -> None:
-        if self.done or self.prof is not None or step != self.start:
+        if self.done or self.prof is not None or self.start is None or step != self.start:
             return
         import time
 

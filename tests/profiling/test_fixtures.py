@@ -1,0 +1,37 @@
+"""The recorded H200 profiles re-read, and their streams and summaries say what the fixtures README says."""
+
+from pathlib import Path
+
+import pytest
+
+from yolodoctor import profile as record
+from yolodoctor.profiling.events import read_events
+from yolodoctor.profiling.summary import summarise
+
+PROFILES = Path(__file__).resolve().parents[2] / "fixtures" / "profiles"
+ALL = sorted(p.name for p in PROFILES.iterdir() if (p / "profile.json").exists())
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_fixture_rereads_and_its_summary_is_reproducible(name):
+    run = PROFILES / name
+    prof = record.load(run)
+    assert prof.status == "complete" and prof.settings["device"].startswith("cuda")
+    events = list(read_events(run / "events.jsonl"))
+    again = summarise(events)
+    assert again["steps"] == prof.summary["steps"]
+    assert again["images_per_s"] == pytest.approx(prof.summary["images_per_s"], rel=1e-9)
+    samples = [e for e in read_events(run / "samples.jsonl") if e["type"] == "sample"]
+    assert len(samples) > 20 and all(s["gpu"] is None or "util" in s["gpu"] for s in samples)
+
+
+def test_what_the_fixtures_show():
+    d = record.load(PROFILES / "h200-defaults")
+    assert d.summary["data_wait_share"] < 0.02 and d.loader_capacity["images_per_s"] > 2 * d.summary["images_per_s"]
+    assert d.trace["summary"]["kernels_per_step"] > 1500 and d.trace["summary"]["short_kernel_share"] > 0.8
+    w = record.load(PROFILES / "h200-workers0")
+    assert w.settings["workers"] == 0 and w.summary["data_wait_share"] > 0.5
+    f = record.load(PROFILES / "h200-fp32")
+    assert f.settings["precision"] == "fp32" and f.settings["amp"] is False
+    c = record.load(PROFILES / "h200-b64w16-reduce-overhead")
+    assert c.settings["compile_active"] is True and "skipped" in c.trace
