@@ -92,6 +92,36 @@ def profile(ctx: Ctx, train_args: tuple[str, ...], steps: int | None, whole: boo
                  fail_on=Severity.parse(fail_on)))
 
 
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(path_type=Path), help="Add a folder of rules.")
+@click.option("--fail-on", type=FAIL_ON, default="error", show_default=True)
+@click.option("--explain", is_flag=True, help="Also say why each silent rule stayed silent.")
+@click.pass_obj
+def diagnose(ctx: Ctx, run_dir: Path, as_json: bool, rule_dirs: tuple[Path, ...], fail_on: str, explain: bool) -> None:
+    """Re-run the rules on a saved profile."""
+    no_command(ctx, "diagnose")
+    from yolodoctor.commands.diagnose import run_diagnose
+
+    sys.exit(run_diagnose(run_dir, rule_dirs=list(rule_dirs), as_json=as_json, fail_on=Severity.parse(fail_on),
+                          explain=explain))
+
+
+@cli.command()
+@click.argument("rule_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(path_type=Path), help="Add a folder of rules.")
+@click.option("--facts", is_flag=True, help="List the facts rules can use.")
+@click.pass_obj
+def rules(ctx: Ctx, rule_id: str | None, as_json: bool, rule_dirs: tuple[Path, ...], facts: bool) -> None:
+    """List the rules, or print one rule's documentation."""
+    no_command(ctx, "rules")
+    from yolodoctor.commands.diagnose import run_rules
+
+    sys.exit(run_rules(rule_id, rule_dirs=list(rule_dirs), as_json=as_json, facts=facts))
+
+
 @cli.command("make-dataset")
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--images", default=64, show_default=True, type=click.IntRange(1), help="Training images.")

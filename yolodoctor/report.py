@@ -42,7 +42,14 @@ def dump_json(obj: dict[str, Any], stream=None) -> None:
     stream.flush()
 
 
-def render_findings(console, findings: list[Finding], title: str) -> None:
+def _short(v: Any) -> Any:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return v
+
+
+def render_findings(console, findings: list[Finding], title: str, group: bool = True) -> None:
+    """Findings as panels: grouped by category (check), or in rank order, most time saved first (diagnose)."""
     from rich.panel import Panel
     from rich.text import Text
 
@@ -52,14 +59,16 @@ def render_findings(console, findings: list[Finding], title: str) -> None:
         return
     by_cat: dict[str, list[Finding]] = {}
     for f in ranked(findings):
-        by_cat.setdefault(f.category, []).append(f)
-    for cat in CATEGORIES:
+        by_cat.setdefault(f.category if group else "", []).append(f)
+    for cat in (CATEGORIES if group else ("",)):
         if cat not in by_cat:
             continue
-        console.print(Text(cat.upper(), style="bold"))
+        if cat:
+            console.print(Text(cat.upper(), style="bold"))
         for f in by_cat[cat]:
             style = SEVERITY_STYLE[f.severity]
-            head = Text.assemble((f"{f.severity.name:<8}", style), (f"{f.id} ", "bold"), (f"{f.name}", "dim"))
+            head = Text.assemble((f"{f.severity.name:<8}", style), (f"{f.id} ", "bold"), (f"{f.name}", "dim"),
+                                 ("" if group else f"  [{f.category}]", "dim"))
             body = Text(f.message)
             ev = _evidence_lines(f.evidence)
             if ev:
@@ -82,6 +91,11 @@ def _fix_text(fix) -> str:
         text = f"{text}  ({fix.note})" if text else fix.note
     if fix.safety == "unsafe":
         text += "  [unsafe: changes training]" if fix.changes_training else "  [unsafe]"
+    if fix.seconds_saved_per_epoch:
+        text += f"  (saves up to ~{fix.seconds_saved_per_epoch:.1f} s/epoch"
+        text += f", one-off {fix.one_off_seconds:.0f} s)" if fix.one_off_seconds else ")"
+    elif fix.one_off_seconds:
+        text += f"  (one-off {fix.one_off_seconds:.0f} s)"
     return text
 
 
@@ -95,7 +109,8 @@ def _evidence_lines(ev: dict[str, Any], limit: int = 6) -> str:
             if len(v) > limit:
                 lines.append(f"  ... {len(v) - limit} more")
         else:
-            text = json.dumps(v, default=_jsonable) if not isinstance(v, str) else v
+            text = json.dumps(_short(v), default=_jsonable) if not isinstance(v, str) else v
+            text = text.strip('"') if isinstance(_short(v), str) and not isinstance(v, str) else text
             lines.append(f"{k}: {text if len(text) < 160 else text[:157] + '...'}")
     return "\n".join(lines)
 
@@ -107,5 +122,5 @@ def render_facts(console, facts: dict[str, Any], keys: list[tuple[str, str]]) ->
     for label, key in keys:
         if facts.get(key) is not None:
             v = facts[key]
-            table.add_row(f"[dim]{label}[/]", ", ".join(map(str, v)) if isinstance(v, list) else str(v))
+            table.add_row(f"[dim]{label}[/]", ", ".join(map(str, v)) if isinstance(v, list) else str(_short(v)))
     console.print(table)

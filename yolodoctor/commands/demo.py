@@ -10,7 +10,7 @@ from yolodoctor.findings import Severity, exit_code
 
 DEMO_DATASET = {"images": 64, "val_images": 16, "seed": 0, "task": "detect", "image_format": "jpg",
                 "width": 640, "height": 480}
-DEMO_ARGS = ["model=yolo11n.yaml", "imgsz=160", "batch=8", "epochs=1"]
+DEMO_ARGS = ["model=yolo11n.yaml", "imgsz=160", "batch=8", "epochs=20"]  # the bound stops it; 20 keeps mosaic on
 
 
 def ensure_dataset(work_dir: Path, log) -> Path:
@@ -41,9 +41,12 @@ def run(work_dir: Path, *, as_json: bool) -> int:
     err.print("[dim]profiling a short training (Ultralytics' log follows on stderr)...[/]")
     run_dir, prof = run_profile({**user, "plots": False, "project": str(work_dir.parent / "demo-train")},
                                 out=None, log=lambda m: err.print(f"[dim]{m}[/]"))
-    findings = rep.findings + ending_findings(prof)
+    from yolodoctor.diagnosis.diagnose import diagnose
+
+    diag = diagnose(run_dir)
+    findings = rep.findings + ending_findings(prof) + diag.findings
     if as_json:
-        report.dump_json(report.envelope("demo", findings, {**rep.facts, **flat(prof)}, run_dir=str(run_dir),
+        report.dump_json(report.envelope("demo", findings, {**rep.facts, **diag.facts}, run_dir=str(run_dir),
                                          args=user))
     else:
         from yolodoctor.commands.check import SUMMARY
@@ -54,5 +57,6 @@ def run(work_dir: Path, *, as_json: bool) -> int:
         report.render_findings(out, rep.findings, "Check findings")
         out.rule(f"[bold]yolodoctor demo: profile ({run_dir})")
         report.render_facts(out, flat(prof), PROFILE_SUMMARY)
-        report.render_findings(out, ending_findings(prof), "Profile findings")
+        report.render_findings(out, ending_findings(prof) + diag.findings, "Diagnosis (most time saved first)",
+                               group=False)
     return exit_code(findings, Severity.error)

@@ -61,9 +61,12 @@ def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Sev
     run_dir, prof = run_profile(args, command=command, steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
                                 loader_seconds=loader_seconds, hz=hz, gpu_telemetry=gpu_telemetry,
                                 log=lambda m: err.print(f"[dim]{m}[/]"))
-    findings = ending_findings(prof)
+    from yolodoctor.diagnosis.diagnose import diagnose
+
+    diag = diagnose(run_dir)
+    findings = ending_findings(prof) + diag.findings
     if as_json:
-        report.dump_json(report.envelope("profile", findings, flat(prof), run_dir=str(run_dir),
+        report.dump_json(report.envelope("profile", findings, diag.facts, run_dir=str(run_dir),
                                          profile=prof.model_dump(by_alias=True, mode="json")))
     else:
         o = stdout_console()
@@ -71,6 +74,6 @@ def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Sev
         report.render_facts(o, flat(prof), SUMMARY)
         if not prof.summary.get("window", {}).get("valid", True):
             o.print(f"[yellow]window too short to conclude:[/] {prof.summary['window']['why']}")
-        report.render_findings(o, findings, "Findings")
+        report.render_findings(o, findings, "Diagnosis (most time saved first)", group=False)
     code = exit_code_for(prof)
     return code if code else exit_code(findings, fail_on)

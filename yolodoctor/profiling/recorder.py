@@ -120,7 +120,10 @@ class Recorder:
             rec["traced"] = True
         loss = getattr(trainer, "loss", None)
         if self._cuda:
-            ev_end = self._torch.cuda.Event(enable_timing=True)
+            cuda = self._torch.cuda  # host-side allocator counters: no synchronisation
+            rec["mem_allocated"] = cuda.memory_allocated()
+            rec["mem_reserved"] = cuda.memory_reserved()
+            ev_end = cuda.Event(enable_timing=True)
             ev_end.record()
             self._pending.append((rec, loss.detach() if loss is not None else None, self.ev_start, ev_end))
             self._flush_ready()

@@ -1,0 +1,38 @@
+"""Golden tests, pylint-functional style: every recorded profile in fixtures/profiles has the findings it must
+produce next to it (expected-findings.json). Any difference fails; YOLODOCTOR_UPDATE_GOLDEN=1 rewrites them."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from yolodoctor.diagnosis.diagnose import diagnose
+
+PROFILES = Path(__file__).resolve().parents[2] / "fixtures" / "profiles"
+RUNS = sorted(p for p in PROFILES.iterdir() if (p / "profile.json").exists())
+
+
+def snapshot(run: Path) -> list[dict]:
+    d = diagnose(run)
+    return [{"id": f.id, "severity": f.severity.name, "message": f.message,
+             "fix": None if f.fix is None else {k: v for k, v in f.fix.to_dict().items() if v not in ({}, None)}}
+            for f in d.findings]
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[r.name for r in RUNS])
+def test_golden(run):
+    got = snapshot(run)
+    path = run / "expected-findings.json"
+    if os.environ.get("YOLODOCTOR_UPDATE_GOLDEN"):
+        path.write_text(json.dumps(got, indent=2) + "\n")
+    assert path.exists(), f"no {path.name}: run with YOLODOCTOR_UPDATE_GOLDEN=1 and review it"
+    assert got == json.loads(path.read_text())
+
+
+def test_primary_findings_match_what_the_data_shows():
+    first = {r.name: snapshot(r)[0]["id"] for r in RUNS}
+    assert first["h200-workers0"] == "DL201"  # data wait 70%, 16 idle cores
+    assert first["h200-defaults"] == "LA201"  # GPU 17% busy with data ready: host-bound, not the loader
+    assert first["h200-fp32"] == "LA201"  # host-bound first; AMP off is real but can only speed up the busy 27%
+    assert "PR201" in [f["id"] for f in snapshot(PROFILES / "h200-fp32")]

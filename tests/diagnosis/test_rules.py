@@ -1,0 +1,113 @@
+"""Rule files: the schema, the safe expression language, and the exit-2 contract for bad user rules."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from yolodoctor.diagnosis.engine import LiveEngine, evaluate
+from yolodoctor.diagnosis.rules import RuleError, load_rules
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = """
+id: XX101
+name: slow-steps
+category: launch
+severity: warning
+facts: [run.step_s, run.batch]
+condition: run.step_s > 0.05
+message: "steps take {run.step_s:.2f} s at batch {run.batch:.0f}"
+fix:
+  args: {batch: "int(min(64.0, run.batch * 2.0))"}
+  seconds_saved_per_epoch: "run.step_s * 10.0"
+docs: {what: slow steps, why: time, fix: bigger batch}
+"""
+
+
+def write(tmp_path, text, name="r.yaml"):
+    d = tmp_path / "rules"
+    d.mkdir(exist_ok=True)
+    (d / name).write_text(text)
+    return d
+
+
+def test_builtin_rules_load_and_are_documented():
+    rules = load_rules()
+    assert len(rules) >= 20
+    for c in rules:
+        assert c.rule.docs.what and c.rule.docs.why and c.rule.docs.fix
+
+
+def test_user_rule_fires_with_computed_fix(tmp_path):
+    rules = load_rules([write(tmp_path, GOOD)], builtin=False)
+    findings, _ = evaluate(rules, {"run.step_s": 0.08, "run.batch": 16.0})
+    assert findings[0].message == "steps take 0.08 s at batch 16"
+    assert findings[0].fix.args == {"batch": 32} and findings[0].fix.seconds_saved_per_epoch == 0.8
+    assert findings[0].evidence == {"run.step_s": 0.08, "run.batch": 16}
+
+
+def test_missing_fact_keeps_rule_silent(tmp_path):
+    rules = load_rules([write(tmp_path, GOOD)], builtin=False)
+    findings, outcomes = evaluate(rules, {"run.step_s": 0.08})
+    assert findings == [] and outcomes[0].state == "missing" and outcomes[0].detail == "run.batch"
+
+
+@pytest.mark.parametrize("change,needle", [
+    (("run.step_s > 0.05", "__import__('os').system('touch pwned') == 0"), "calls"),
+    (("run.step_s > 0.05", "open('/etc/passwd') == ''"), "calls"),
+    (("run.step_s > 0.05", "run.step_s.__class__ == 1"), "fails on its declared facts"),
+    (("run.step_s > 0.05", "os.environ.HOME == ''"), "reads os"),
+    (("run.step_s > 0.05", "gpu.util_mean > 1.0"), "reads gpu"),
+    (("run.step_s > 0.05", "run.step_s * 2.0"), "true or false"),
+    (("run.step_s > 0.05", "run.step_s >"), "does not parse"),
+    (("{run.step_s:.2f}", "{run.step_s.__class__}"), "message"),
+    (("{run.step_s:.2f}", "{0}"), "message"),
+    (("category: launch", "category: vibes"), "category"),
+    (("id: XX101", "id: bad"), "id"),
+    (("facts: [run.step_s, run.batch]", "facts: [run.step_s, run.batch, no.such_fact]"), "unknown fact"),
+    (("docs: {what: slow steps, why: time, fix: bigger batch}", "docs: {what: x}"), "docs"),
+    (("int(min(64.0, run.batch * 2.0))", "system('rm -rf /')"), "calls"),
+])
+def test_bad_rules_are_rejected_with_file_and_id(tmp_path, change, needle):
+    d = write(tmp_path, GOOD.replace(*change))
+    with pytest.raises(RuleError) as e:
+        load_rules([d], builtin=False)
+    assert needle in str(e.value) and "r.yaml" in str(e.value)
+    assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
+
+
+def test_bad_yaml_and_duplicates(tmp_path):
+    with pytest.raises(RuleError, match="not valid YAML"):
+        load_rules([write(tmp_path, "id: [unclosed")], builtin=False)
+    d = write(tmp_path, GOOD, "a.yaml")
+    (d / "r.yaml").write_text(GOOD)
+    with pytest.raises(RuleError, match="already used"):
+        load_rules([d], builtin=False)
+    dup = tmp_path / "dup"
+    dup.mkdir()
+    (dup / "x.yaml").write_text(GOOD.replace("XX101", "LA201"))
+    with pytest.raises(RuleError, match="LA201"):
+        load_rules([dup])
+
+
+def test_cli_rejects_a_malicious_rule_with_exit_2(tmp_path):
+    d = write(tmp_path, GOOD.replace("run.step_s > 0.05", "__import__('os').system('touch pwned') == 0"))
+    for args in (["rules", "--rules", d], ["diagnose", ROOT / "fixtures/profiles/h200-defaults", "--rules", d]):
+        p = subprocess.run([sys.executable, "-m", "yolodoctor", *map(str, args)], capture_output=True, text=True,
+                           cwd=tmp_path, env={**os.environ, "YOLO_OFFLINE": "1"})
+        assert p.returncode == 2 and "XX101" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_live_engine_hysteresis(tmp_path):
+    live = LiveEngine(load_rules([write(tmp_path, GOOD)], builtin=False), on=3, off=2)
+    slow, fast = {"run.step_s": 0.08, "run.batch": 16.0}, {"run.step_s": 0.01, "run.batch": 16.0}
+    seq = [slow, slow, fast, slow, slow, slow, fast, slow, fast, fast]
+    events = []
+    for facts in seq:
+        appeared, cleared = live.update(facts)
+        events.append(("+" if appeared else "") + ("-" if cleared else ""))
+    # appears only after 3 true in a row; a single false does not clear it; two falses do
+    assert events == ["", "", "", "", "", "+", "", "", "", "-"]

@@ -1,0 +1,81 @@
+"""`yolodoctor diagnose RUN_DIR` and `yolodoctor rules [ID]`."""
+
+from __future__ import annotations
+
+from yolodoctor import report
+from yolodoctor.errors import UsageError
+from yolodoctor.findings import Severity, exit_code
+
+FACT_KEYS = [
+    ("status", "run.complete"), ("device", "run.device"), ("steady images/s", "run.images_per_s"),
+    ("window valid", "run.window_valid"), ("data-wait share", "run.data_wait_share"), ("step s", "run.step_s"),
+    ("loader alone images/s", "loader.capacity_images_per_s"), ("GPU util (NVML) %", "gpu.util_mean"),
+    ("GPU busy (trace)", "trace.gpu_busy_share"), ("kernels/step", "trace.kernels_per_step"),
+    ("training thread CPU %", "cpu.train_thread_pct"), ("peak GPU memory", "gpu.mem_fraction_peak"),
+]
+
+
+def run_diagnose(run_dir, *, rule_dirs, as_json: bool, fail_on: Severity, explain: bool = False) -> int:
+    from yolodoctor.cli import stdout_console
+    from yolodoctor.diagnosis.diagnose import diagnose
+
+    d = diagnose(run_dir, rule_dirs)
+    if as_json:
+        report.dump_json(report.envelope("diagnose", d.findings, d.facts, run_dir=str(d.run_dir),
+                                         status=d.profile.status, reason=d.profile.reason,
+                                         silent=[o.__dict__ for o in d.outcomes if o.state != "fired"]
+                                         if explain else None))
+    else:
+        out = stdout_console()
+        out.rule(f"[bold]yolodoctor diagnose: {d.run_dir}")
+        report.render_facts(out, d.facts, FACT_KEYS)
+        if d.profile.status != "complete":
+            out.print(f"[yellow]profile incomplete:[/] {d.profile.reason}")
+        report.render_findings(out, d.findings, "Diagnosis (most time saved first)", group=False)
+        if explain:
+            for o in d.outcomes:
+                if o.state != "fired":
+                    out.print(f"[dim]{o.rule}: {o.state}{': ' + o.detail if o.detail else ''}[/]")
+    return exit_code(d.findings, fail_on)
+
+
+def run_rules(rule_id: str | None, *, rule_dirs, as_json: bool, facts: bool = False) -> int:
+    from yolodoctor.cli import stdout_console
+    from yolodoctor.diagnosis.facts import CATALOGUE
+    from yolodoctor.diagnosis.rules import load_rules
+
+    rules = [c.rule for c in load_rules(rule_dirs)]
+    if rule_id:
+        rules = [r for r in rules if r.id == rule_id.upper() or r.name == rule_id]
+        if not rules:
+            raise UsageError(f"no rule {rule_id!r} (yolodoctor rules lists them)")
+    dump = [r.model_dump(exclude={"source"}) | {"file": r.source.split("/")[-1]} for r in rules]
+    if as_json:
+        extra = {"catalogue": {k: {"type": t, "meaning": m} for k, (t, m) in CATALOGUE.items()}} if facts else {}
+        report.dump_json(report.envelope("rules", [], {}, rules=dump, **extra))
+        return 0
+    out = stdout_console()
+    if facts:
+        from rich.table import Table
+
+        t = Table("fact", "type", "meaning", title="Facts rules can use")
+        for k, (typ, meaning) in CATALOGUE.items():
+            t.add_row(k, typ, meaning)
+        out.print(t)
+        return 0
+    if rule_id:
+        r = rules[0]
+        out.rule(f"[bold]{r.id} {r.name}[/] ({r.category}, {r.severity})")
+        out.print(f"[bold]What it detects[/]\n{r.docs.what.strip()}\n\n[bold]Why it matters[/]\n{r.docs.why.strip()}\n\n"
+                  f"[bold]How to fix[/]\n{r.docs.fix.strip()}\n")
+        out.print(f"[dim]condition:[/] {r.condition.strip()}\n[dim]facts:[/] {', '.join(r.facts)}\n[dim]file:[/] {r.source}")
+        return 0
+    from rich.table import Table
+
+    t = Table("id", "name", "category", "severity", "fix", title=f"{len(rules)} rules")
+    for r in rules:
+        keys = [*r.fix.args, *r.fix.env, *r.fix.torch_flags] if r.fix else []
+        fx = ", ".join(keys) or ("note" if r.fix and r.fix.note else "")
+        t.add_row(r.id, r.name, r.category, r.severity, fx + (" (unsafe)" if r.fix and r.fix.safety == "unsafe" else ""))
+    out.print(t)
+    return 0

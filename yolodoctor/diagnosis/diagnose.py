@@ -1,0 +1,34 @@
+"""Diagnose a run directory: its facts, the rules, the findings (shared by `diagnose` and `profile`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from yolodoctor import profile as record
+from yolodoctor.diagnosis import facts as facts_mod
+from yolodoctor.diagnosis.engine import Outcome, evaluate
+from yolodoctor.diagnosis.rules import load_rules
+from yolodoctor.findings import Finding
+
+
+@dataclass
+class Diagnosis:
+    run_dir: Path
+    profile: record.Profile
+    facts: dict[str, Any]
+    findings: list[Finding]
+    outcomes: list[Outcome]
+
+
+def diagnose(run_dir: str | Path, rule_dirs: list[str | Path] | None = None, rules=None) -> Diagnosis:
+    run = Path(run_dir)
+    prof = record.load(run)
+    rules = rules if rules is not None else load_rules(rule_dirs)
+    facts = facts_mod.from_profile(prof, run)
+    check_facts = (prof.model_extra or {}).get("check_facts") if prof.model_extra else None
+    if check_facts:
+        facts.update({k: v for k, v in facts_mod.from_check(check_facts).items() if k not in facts})
+    findings, outcomes = evaluate(rules, facts)
+    return Diagnosis(run, prof, facts, findings, outcomes)

@@ -1,0 +1,276 @@
+"""Facts: numbers and flags computed from a run record (and from `check`'s probes), named for the rules.
+
+Every fact a rule may use is listed in CATALOGUE with its type and meaning; ``rules`` validates conditions against
+it. A fact that could not be measured is absent (not None), so a rule that needs it stays silent. Times are
+seconds, shares are 0..1, CPU is percent of one core, memory is bytes.
+
+Which signal a fact rests on is part of its name: ``trace.*`` comes from the torch.profiler window (CUPTI distorts
+launch costs), ``gpu.*`` from NVML (device-wide, averaged over up to a second), ``cpu.*`` from /proc, ``run.*`` from
+the step callbacks (host clock, CUDA events).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Iterable
+
+from yolodoctor.profiling.events import read_events
+
+# name: (type, meaning)
+CATALOGUE: dict[str, tuple[str, str]] = {
+    "run.device": ("string", "cuda, cpu or mps: where the training ran"),
+    "run.complete": ("bool", "the profiled training ended normally"),
+    "run.images_per_s": ("double", "steady-state images/s over the window (host clock, step ends)"),
+    "run.window_valid": ("bool", "the window is at least twice the loader's prefetch depth (DESIGN.md section 4)"),
+    "run.window_steps": ("double", "steps in the steady window"),
+    "run.step_s": ("double", "median step time (data wait + compute) in the window"),
+    "run.compute_s": ("double", "median time from on_train_batch_start to on_train_batch_end"),
+    "run.wait_s": ("double", "median data wait: previous batch end to next batch start"),
+    "run.data_wait_share": ("double", "share of step time spent waiting for the next batch"),
+    "run.gpu_step_ms": ("double", "median GPU time between the step's CUDA events"),
+    "run.batch": ("double", "batch size that ran (after any OOM halving)"),
+    "run.images_per_epoch": ("double", "training images per epoch"),
+    "run.epochs": ("double", "epochs the run was configured for"),
+    "run.nonfinite_losses": ("double", "steps whose loss was NaN or infinite"),
+    "run.nan_recoveries": ("double", "times Ultralytics reloaded a checkpoint after a NaN"),
+    "run.oom_retries": ("double", "times Ultralytics halved the batch after an out-of-memory"),
+    "run.epoch_s": ("double", "estimated seconds per training epoch at the steady rate"),
+    "run.val_share": ("double", "validation share of epoch time (whole runs only)"),
+    "settings.batch_requested": ("double", "batch the user asked for"),
+    "settings.workers": ("double", "train-loader workers that ran"),
+    "settings.workers_requested": ("double", "workers the user asked for"),
+    "settings.amp": ("bool", "mixed precision active"),
+    "settings.precision": ("string", "fp16, bf16 or fp32"),
+    "settings.compile_requested": ("string", "false, default, reduce-overhead, max-autotune-no-cudagraphs"),
+    "settings.compile_active": ("bool", "the model that trained was a torch.compile module"),
+    "settings.channels_last": ("bool", "the model trained in NHWC"),
+    "settings.deterministic": ("bool", "deterministic=True"),
+    "settings.cudnn_benchmark": ("bool", "torch.backends.cudnn.benchmark"),
+    "settings.tf32_matmul": ("bool", "torch.backends.cuda.matmul.allow_tf32"),
+    "settings.tf32_cudnn": ("bool", "torch.backends.cudnn.allow_tf32"),
+    "settings.nbs": ("double", "nominal batch size"),
+    "settings.accumulate": ("double", "micro-batches per optimizer step"),
+    "settings.cache": ("string", "none, ram or disk"),
+    "settings.imgsz": ("double", "training image size"),
+    "settings.mosaic": ("bool", "mosaic augmentation on"),
+    "loader.capacity_images_per_s": ("double", "the train loader alone, no model: images/s it sustains"),
+    "loader.capacity_valid": ("bool", "the loader timing ran long enough"),
+    "loader.headroom": ("double", "loader capacity over the training's images/s (below ~1.2: the loader limits)"),
+    "loader.prefetch_depth": ("double", "batches the loader keeps in flight (workers x prefetch_factor)"),
+    "cpu.usable": ("double", "cores this process may use (affinity, cgroup quota)"),
+    "cpu.count": ("double", "os.cpu_count() (what Ultralytics clamps workers with)"),
+    "cpu.train_thread_pct": ("double", "median CPU of the training thread, % of one core (/proc, no profiler)"),
+    "cpu.process_pct": ("double", "median CPU of the training process, % of one core"),
+    "cpu.train_workers_pct": ("double", "median CPU of all train-loader workers together, % of one core"),
+    "cpu.per_worker_pct": ("double", "median CPU per train-loader worker, % of one core"),
+    "cpu.total_pct": ("double", "median machine-wide CPU, % of all cores"),
+    "cpu.saturated_share": ("double", "share of samples with machine-wide CPU above 90%"),
+    "cpu.iowait_pct": ("double", "median iowait, % of all cores"),
+    "disk.read_mb_s": ("double", "median disk read MB/s (machine-wide)"),
+    "mem.available_min": ("double", "lowest available RAM seen"),
+    "mem.shm_free_min": ("double", "lowest free /dev/shm seen"),
+    "gpu.name": ("string", "GPU model (NVML)"),
+    "gpu.cc_major": ("double", "compute capability, major"),
+    "gpu.util_mean": ("double", "mean NVML utilisation % in the window (device-wide, coarse)"),
+    "gpu.mem_total": ("double", "GPU memory, bytes"),
+    "gpu.mem_used_max": ("double", "peak GPU memory used (NVML, all processes)"),
+    "gpu.mem_fraction_peak": ("double", "peak GPU memory used / total"),
+    "gpu.mem_per_image": ("double", "peak training memory (torch reserved) per image of the batch, bytes"),
+    "gpu.torch_reserved_max": ("double", "peak torch allocator reserved bytes"),
+    "gpu.torch_allocated_max": ("double", "peak torch allocated bytes"),
+    "gpu.reserved_over_allocated": ("double", "allocator reserved / allocated at the peak (fragmentation)"),
+    "gpu.throttled_share": ("double", "share of samples with a throttle reason other than idle"),
+    "trace.cuda": ("bool", "the trace recorded CUDA kernels"),
+    "trace.kernels_per_step": ("double", "CUDA kernels per step (trace)"),
+    "trace.kernel_busy_ms": ("double", "GPU busy time per step: union of kernel intervals (trace)"),
+    "trace.gpu_busy_share": ("double", "kernel-busy time over traced wall time"),
+    "trace.short_kernel_share": ("double", "share of kernels shorter than 10 us"),
+    "trace.launches_per_step": ("double", "kernel launch calls per step"),
+    "trace.launch_cpu_ms": ("double", "CPU ms per step inside launch calls (inflated by CUPTI)"),
+    "trace.tensor_core_share": ("double", "share of kernel time in tensor-core kernels (by kernel name)"),
+    "trace.h2d_pageable_per_step": ("double", "host-to-device copies from pageable memory per step"),
+    "trace.syncs_per_step": ("double", "device/stream synchronisations and .item() calls per step"),
+    "check.decode_ms": ("double", "check: median decode+resize ms per image on one core"),
+    "check.image_formats_png_share": ("double", "check: share of PNG images"),
+    "check.cache_ram_fits": ("bool", "check: cache='ram' fits in available RAM (Ultralytics' estimate)"),
+}
+
+
+def _median(values: Iterable[Any]) -> float | None:
+    vals = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return statistics.median(vals) if vals else None
+
+
+def _put(facts: dict[str, Any], key: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or isinstance(value, str):
+        facts[key] = value
+    elif isinstance(value, (int, float)):
+        facts[key] = float(value)
+
+
+def from_profile(profile, run_dir: str | Path | None = None) -> dict[str, Any]:
+    """Facts of a profile (a yolodoctor.profile.Profile); ``run_dir`` gives access to its streams."""
+    f: dict[str, Any] = {}
+    s, st = profile.summary or {}, profile.settings or {}
+    device = str(st.get("device", "")).split(":")[0] or None
+    _put(f, "run.device", device)
+    _put(f, "run.complete", profile.status == "complete")
+    for key, src in (("run.images_per_s", "images_per_s"), ("run.step_s", "step_s_median"),
+                     ("run.compute_s", "compute_s_median"), ("run.wait_s", "wait_s_median"),
+                     ("run.data_wait_share", "data_wait_share"), ("run.gpu_step_ms", "gpu_ms_median")):
+        _put(f, key, s.get(src))
+    win = s.get("window") or {}
+    _put(f, "run.window_valid", win.get("valid"))
+    _put(f, "run.window_steps", win.get("steps"))
+    _put(f, "run.batch", st.get("batch"))
+    _put(f, "run.images_per_epoch", st.get("images_per_epoch"))
+    _put(f, "run.epochs", st.get("epochs"))
+    if f.get("run.images_per_s") and f.get("run.images_per_epoch"):
+        f["run.epoch_s"] = f["run.images_per_epoch"] / f["run.images_per_s"]
+    for key in ("batch_requested", "workers", "workers_requested", "amp", "precision", "compile_active",
+                "channels_last", "deterministic", "cudnn_benchmark", "tf32_matmul", "tf32_cudnn", "nbs",
+                "accumulate", "imgsz", "mosaic"):
+        _put(f, f"settings.{key}", st.get(key))
+    if "compile_requested" in st:
+        c = st["compile_requested"]
+        f["settings.compile_requested"] = ("default" if c is True else "false" if c in (False, None) else str(c))
+    if "cache" in st:
+        f["settings.cache"] = str(st["cache"] or "none")
+    cap = profile.loader_capacity or {}
+    _put(f, "loader.capacity_images_per_s", cap.get("images_per_s"))
+    _put(f, "loader.capacity_valid", cap.get("valid"))
+    if f.get("loader.capacity_images_per_s") and f.get("run.images_per_s"):
+        f["loader.headroom"] = f["loader.capacity_images_per_s"] / f["run.images_per_s"]
+    _put(f, "loader.prefetch_depth", win.get("prefetch_depth"))
+    _trace_facts(f, (profile.trace or {}).get("summary") or {})
+    if run_dir is not None:
+        events = list(read_events(Path(run_dir) / profile.files.get("events", "events.jsonl")))
+        _event_facts(f, events)
+        samples = list(read_events(Path(run_dir) / profile.files.get("samples", "samples.jsonl")))
+        _sample_facts(f, samples, _window_span(events, win.get("first_step")))
+    return f
+
+
+def _trace_facts(f: dict[str, Any], t: dict[str, Any]) -> None:
+    if not t:
+        return
+    _put(f, "trace.cuda", t.get("cuda"))
+    for key, src in (("kernels_per_step", "kernels_per_step"), ("kernel_busy_ms", "kernel_busy_ms_per_step"),
+                     ("gpu_busy_share", "gpu_busy_share"), ("short_kernel_share", "short_kernel_share"),
+                     ("launches_per_step", "launches_per_step"), ("launch_cpu_ms", "launch_cpu_ms_per_step"),
+                     ("tensor_core_share", "tensor_core_share")):
+        _put(f, f"trace.{key}", t.get(src))
+    copies = t.get("memcpy_per_step") or {}
+    if t.get("cuda"):
+        f["trace.h2d_pageable_per_step"] = float(copies.get("h2d_pageable", 0.0))
+    syncs = t.get("sync_calls_per_step")
+    if syncs is not None:
+        f["trace.syncs_per_step"] = float(sum(v for k, v in syncs.items() if k != "aten::item"))
+
+
+def _event_facts(f: dict[str, Any], events: list[dict]) -> None:
+    steps = [e for e in events if e.get("type") == "step"]
+    f["run.nonfinite_losses"] = float(sum(1 for e in events if e.get("type") == "nonfinite_loss"))
+    fits = [e for e in events if e.get("type") == "fit_epoch_end"]
+    if fits:
+        f["run.nan_recoveries"] = float(max(e.get("nan_recoveries") or 0 for e in fits))
+        f["run.oom_retries"] = float(max(e.get("oom_retries") or 0 for e in fits))
+    reserved = [e["mem_reserved"] for e in steps if isinstance(e.get("mem_reserved"), (int, float))]
+    allocated = [e["mem_allocated"] for e in steps if isinstance(e.get("mem_allocated"), (int, float))]
+    if reserved:
+        f["gpu.torch_reserved_max"] = float(max(reserved))
+        if f.get("run.batch"):
+            f["gpu.mem_per_image"] = f["gpu.torch_reserved_max"] / f["run.batch"]
+    if allocated and max(allocated) > 0:
+        f["gpu.torch_allocated_max"] = float(max(allocated))
+        f["gpu.reserved_over_allocated"] = float(max(reserved) / max(allocated)) if reserved else None
+        if f["gpu.reserved_over_allocated"] is None:
+            del f["gpu.reserved_over_allocated"]
+    # validation share: whole epochs only (epoch_end -> fit_epoch_end is validation + saving)
+    ends = {e.get("epoch"): e for e in events if e.get("type") == "epoch_end"}
+    shares = []
+    for e in fits:
+        end = ends.get(e.get("epoch"))
+        if end and end.get("seconds") and not any(x.get("type") == "bounded" for x in events):
+            val = e["t"] - end["t"]
+            shares.append(val / (val + end["seconds"]))
+    if shares:
+        f["run.val_share"] = statistics.median(shares)
+
+
+def _window_span(events: list[dict], first_step: int | None) -> tuple[float, float] | None:
+    steps = [e for e in events if e.get("type") == "step" and not e.get("traced")]
+    if not steps:
+        return None
+    inside = [e for e in steps if first_step is None or e.get("n", e.get("step", 0)) >= first_step] or steps
+    return inside[0]["t0"], inside[-1]["t1"]
+
+
+def _sample_facts(f: dict[str, Any], samples: list[dict], span: tuple[float, float] | None) -> None:
+    start = next((s for s in samples if s.get("type") == "sampler_start"), None) or {}
+    gpu = start.get("gpu") or {}
+    _put(f, "gpu.name", gpu.get("name"))
+    if gpu.get("compute_capability"):
+        f["gpu.cc_major"] = float(gpu["compute_capability"][0])
+    _put(f, "cpu.count", start.get("cpu_count"))
+    rows = [s for s in samples if s.get("type") == "sample"]
+    if span:
+        inside = [s for s in rows if span[0] <= s.get("t", 0) <= span[1]]
+        rows = inside or rows
+    if not rows:
+        return
+    _put(f, "cpu.train_thread_pct", _median(((s.get("proc") or {}).get("thread") or {}).get("cpu") for s in rows))
+    _put(f, "cpu.process_pct", _median((s.get("proc") or {}).get("cpu") for s in rows))
+    tw = [((s.get("roles") or {}).get("train_worker") or {}) for s in rows]
+    _put(f, "cpu.train_workers_pct", _median(r.get("cpu") for r in tw))
+    per = [r["cpu"] / r["count"] for r in tw if r.get("count") and isinstance(r.get("cpu"), (int, float))]
+    _put(f, "cpu.per_worker_pct", _median(per))
+    _put(f, "cpu.total_pct", _median((s.get("cpu") or {}).get("total") for s in rows))
+    totals = [(s.get("cpu") or {}).get("total") for s in rows if (s.get("cpu") or {}).get("total") is not None]
+    if totals:
+        f["cpu.saturated_share"] = sum(1 for t in totals if t > 90) / len(totals)
+    _put(f, "cpu.iowait_pct", _median((s.get("cpu") or {}).get("iowait") for s in rows))
+    rd = _median((s.get("disk") or {}).get("read_bps") for s in rows)
+    if rd is not None:
+        f["disk.read_mb_s"] = rd / 1e6
+    avail = [(s.get("mem") or {}).get("available") for s in rows if (s.get("mem") or {}).get("available")]
+    if avail:
+        f["mem.available_min"] = float(min(avail))
+    shm = [(m["shm_total"] - m["shm_used"]) for m in (s.get("mem") or {} for s in rows)
+           if isinstance(m.get("shm_total"), (int, float)) and isinstance(m.get("shm_used"), (int, float))]
+    if shm:
+        f["mem.shm_free_min"] = float(min(shm))
+    g = [s["gpu"] for s in rows if s.get("gpu")]
+    if g:
+        _put(f, "gpu.util_mean", statistics.fmean([x["util"] for x in g if x.get("util") is not None] or [0]))
+        used = [x["mem_used"] for x in g if x.get("mem_used")]
+        total = next((x["mem_total"] for x in g if x.get("mem_total")), None)
+        if used:
+            f["gpu.mem_used_max"] = float(max(used))
+        if used and total:
+            f["gpu.mem_total"] = float(total)
+            f["gpu.mem_fraction_peak"] = max(used) / total
+        thr = [x.get("throttle") or [] for x in g]
+        f["gpu.throttled_share"] = sum(1 for t in thr if any(n not in ("gpu_idle", "applications_clocks_setting")
+                                                              for n in t)) / len(thr)
+
+
+def from_check(check_facts: dict[str, Any]) -> dict[str, Any]:
+    """The check probes' facts that rules read, under the catalogue's names."""
+    f: dict[str, Any] = {}
+    _put(f, "check.decode_ms", (check_facts.get("io.decode_ms_median") or 0) + (check_facts.get("io.resize_ms_median")
+                                                                               or 0) or None)
+    fmts = check_facts.get("dataset.image_formats") or {}
+    total = sum(fmts.values()) if isinstance(fmts, dict) else 0
+    if total:
+        f["check.image_formats_png_share"] = sum(v for k, v in fmts.items() if k.lower().endswith("png")) / total
+    _put(f, "check.cache_ram_fits", check_facts.get("cache.ram_fits"))
+    _put(f, "cpu.usable", check_facts.get("cpu.usable"))
+    _put(f, "gpu.name", check_facts.get("gpu.name"))
+    cc = check_facts.get("gpu.compute_capability")
+    if cc:
+        f["gpu.cc_major"] = float(cc[0])
+    return f

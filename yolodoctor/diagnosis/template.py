@@ -1,0 +1,51 @@
+"""Message templates: ``{fact.name}`` or ``{fact.name:.1f}`` replaced by fact values, nothing else.
+
+Python's str.format would follow attributes and indexes (``{x.__class__}``); this formatter treats the whole field
+name as one fact key and refuses anything that is not a declared fact, so a rule file cannot reach into objects.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+
+class TemplateError(ValueError):
+    pass
+
+
+class _Formatter(string.Formatter):
+    def __init__(self, allowed: set[str] | None) -> None:
+        self.allowed = allowed
+
+    def get_field(self, field_name: str, args, kwargs):
+        if self.allowed is not None and field_name not in self.allowed:
+            raise TemplateError(f"template field {{{field_name}}} is not a declared fact")
+        return kwargs.get(field_name), field_name
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if value is None:
+            return "n/a"
+        try:
+            return format(value, format_spec)
+        except (TypeError, ValueError):
+            return str(value)
+
+
+def fields(template: str) -> list[str]:
+    try:
+        return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as e:
+        raise TemplateError(f"bad template: {e}") from None
+
+
+def validate(template: str, allowed: set[str]) -> None:
+    for f in fields(template):
+        if f == "" or f.isdigit():
+            raise TemplateError("template fields must name a fact, e.g. {loader.workers}")
+        if f not in allowed:
+            raise TemplateError(f"template field {{{f}}} is not one of the rule's facts")
+
+
+def render(template: str, facts: dict[str, Any], allowed: set[str] | None = None) -> str:
+    return _Formatter(allowed).vformat(template, (), facts)
