@@ -53,13 +53,17 @@ def cli(click_ctx: click.Context, debug: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
 @click.option("--fail-on", type=FAIL_ON, default="error", show_default=True, help="Exit 1 at or above this severity.")
 @click.option("--warm", is_flag=True, help="Measure reads warm (skip dropping the sample from the page cache).")
+@click.option("--torch-flag", "torch_flags", multiple=True, metavar="NAME=VALUE",
+              help="A torch.backends flag your script sets, e.g. cudnn.benchmark=true (repeatable).")
 @click.pass_obj
-def check(ctx: Ctx, train_args: tuple[str, ...], as_json: bool, fail_on: str, warm: bool) -> None:
+def check(ctx: Ctx, train_args: tuple[str, ...], as_json: bool, fail_on: str, warm: bool,
+          torch_flags: tuple[str, ...]) -> None:
     """Examine environment, dataset, storage, memory and configuration before training."""
     no_command(ctx, "check")
-    from yolodoctor.commands.check import run
+    from yolodoctor.commands.check import parse_torch_flags, run
 
-    sys.exit(run(list(train_args), as_json=as_json, fail_on=Severity.parse(fail_on), cold=not warm))
+    sys.exit(run(list(train_args), as_json=as_json, fail_on=Severity.parse(fail_on), cold=not warm,
+                 torch_flags=parse_torch_flags(torch_flags)))
 
 
 @cli.command()

@@ -37,6 +37,7 @@ def test_import_is_light():
     (["check", "data=/nonexistent/data.yaml"], "not found"),
     (["check", "--fail-on", "fatal"], "fail-on"),
     (["check", "--", "python", "train.py"], "takes no"),
+    (["check", "--torch-flag", "cudnn.fast=true"], "--torch-flag"),
     (["nosuchcommand"], "No such command"),
     (["make-dataset", "/tmp/x", "--size", "12x3"], "--size"),
 ])

@@ -16,7 +16,23 @@ SUMMARY = [
 ]
 
 
-def run(words: list[str], *, as_json: bool, fail_on: Severity, cold: bool = True) -> int:
+TORCH_FLAGS = {"cudnn.benchmark", "cudnn.deterministic", "cudnn.allow_tf32", "cuda.matmul.allow_tf32"}
+
+
+def parse_torch_flags(words) -> dict[str, bool]:
+    from yolodoctor.errors import UsageError
+
+    out = {}
+    for w in words:
+        name, _, value = w.partition("=")
+        if name not in TORCH_FLAGS or value.lower() not in ("true", "false", "1", "0"):
+            raise UsageError(f"--torch-flag takes NAME=true|false with NAME one of {', '.join(sorted(TORCH_FLAGS))}")
+        out[name] = value.lower() in ("true", "1")
+    return out
+
+
+def run(words: list[str], *, as_json: bool, fail_on: Severity, cold: bool = True,
+        torch_flags: dict[str, bool] | None = None) -> int:
     from yolodoctor import trainargs
     from yolodoctor.check.run import run_check
     from yolodoctor.cli import stderr_console, stdout_console
@@ -25,7 +41,7 @@ def run(words: list[str], *, as_json: bool, fail_on: Severity, cold: bool = True
     args = trainargs.effective(user)
     err = stderr_console()
     with err.status("checking...") as status:
-        rep = run_check(user, args, cold=cold, log=lambda m: status.update(m))
+        rep = run_check(user, args, cold=cold, torch_flags=torch_flags, log=lambda m: status.update(m))
     if as_json:
         report.dump_json(report.envelope("check", rep.findings, rep.facts, args=user))
     else:
