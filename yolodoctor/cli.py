@@ -126,6 +126,21 @@ def rules(ctx: Ctx, rule_id: str | None, as_json: bool, rule_dirs: tuple[Path, .
     sys.exit(run_rules(rule_id, rule_dirs=list(rule_dirs), as_json=as_json, facts=facts))
 
 
+@cli.command()
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
+@click.option("--html", type=click.Path(path_type=Path), default=None,
+              help="Also write a self-contained HTML report (only replaces a report compare wrote before).")
+@click.pass_obj
+def compare(ctx: Ctx, run_a: Path, run_b: Path, as_json: bool, html: Path | None) -> None:
+    """Before (RUN_A) and after (RUN_B): figures, ratios, findings resolved and new."""
+    no_command(ctx, "compare")
+    from yolodoctor.commands.compare import run_compare
+
+    sys.exit(run_compare(run_a, run_b, as_json=as_json, html=html))
+
+
 @cli.command("make-dataset")
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--images", default=64, show_default=True, type=click.IntRange(1), help="Training images.")

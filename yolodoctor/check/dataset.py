@@ -69,6 +69,7 @@ from yolodoctor.check.datayaml import (
     is_dir,
     is_file,
     list_images,
+    walk_files,
     load_yaml,
     resolve_root,
     resolve_split,
@@ -358,30 +359,9 @@ _LIST_NAMES = {"classes.txt", "readme.txt", "license.txt", "notes.txt", "labels.
 
 
 def _scan_txt(top: str, out: set[str], recursive: bool) -> None:
-    stack, seen = [top], set()
-    while stack:
-        d = stack.pop()
-        try:
-            real = os.path.realpath(d)
-            if real in seen:
-                continue
-            seen.add(real)
-            it = os.scandir(d)
-        except (OSError, ValueError):
-            continue
-        with it:
-            for e in it:
-                if e.name.startswith("."):
-                    continue
-                try:
-                    isdir = e.is_dir()
-                except OSError:
-                    isdir = False
-                if isdir:
-                    if recursive:
-                        stack.append(os.path.join(d, e.name))
-                elif e.name.endswith(".txt") and e.name.lower() not in _LIST_NAMES:
-                    out.add(os.path.join(d, e.name))
+    for d, name in walk_files(top, recursive):
+        if name.endswith(".txt") and name.lower() not in _LIST_NAMES:
+            out.add(os.path.join(d, name))
 
 
 def _orphan_labels(sources: list[Path], expected: set[str], list_files: set[str]) -> list[str]:

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -372,9 +372,10 @@ def resolve_split(root: Path, value: Any) -> list[Path] | None:
     return None
 
 
-def _scan_tree(top: str, out: list[str], ignored: list[int]) -> None:
-    """glob.glob(top/**/*.*, recursive=True) without the cost: skips hidden names, follows dir links once."""
-    stack = [top]
+def walk_files(top: str, recursive: bool = True) -> Iterator[tuple[str, str]]:
+    """(folder, name) of the non-hidden files under ``top``: os.scandir, following folder links once each (as
+    glob's ``**`` would, without its cost)."""
+    stack: list[str] = [top]
     seen: set[str] = set()
     while stack:
         d = stack.pop()
@@ -391,20 +392,27 @@ def _scan_tree(top: str, out: list[str], ignored: list[int]) -> None:
             continue
         with it:
             for e in it:
-                name = e.name
-                if name.startswith("."):
+                if e.name.startswith("."):
                     continue
                 try:
                     isdir = e.is_dir()
                 except OSError:
                     isdir = False
                 if isdir:
-                    stack.append(os.path.join(d, name))
-                elif "." in name:
-                    if name.rpartition(".")[2].lower() in IMG_FORMATS:
-                        out.append(os.path.join(d, name))
-                    else:
-                        ignored[0] += 1
+                    if recursive:
+                        stack.append(os.path.join(d, e.name))
+                else:
+                    yield d, e.name
+
+
+def _scan_tree(top: str, out: list[str], ignored: list[int]) -> None:
+    """glob.glob(top/**/*.*, recursive=True): image files into ``out``, other files with a suffix counted."""
+    for d, name in walk_files(top):
+        if "." in name:
+            if name.rpartition(".")[2].lower() in IMG_FORMATS:
+                out.append(os.path.join(d, name))
+            else:
+                ignored[0] += 1
 
 
 def list_images(sources: list[Path]) -> tuple[list[str], dict[str, Any]]:
