@@ -222,6 +222,7 @@ kernel-busy share is the finer signal.</p>
 {_findings("Resolved (in A, not in B)", cmp.resolved, by_a)}
 {_findings("New (in B, not in A)", cmp.new, by_b)}
 {_findings("Persisting", cmp.persisting, by_b)}
+{_findings("Not measured in B (B lacks the facts these rules need)", cmp.unmeasured, by_a) if cmp.unmeasured else ""}
 <h2>Over time</h2>
 {"".join(f"<figure>{p}</figure>" for p in plots)}
 <p class="note">yolodoctor {escape(__version__)}</p>

@@ -111,3 +111,21 @@ def test_live_engine_hysteresis(tmp_path):
         events.append(("+" if appeared else "") + ("-" if cleared else ""))
     # appears only after 3 true in a row; a single false does not clear it; two falses do
     assert events == ["", "", "", "", "", "+", "", "", "", "-"]
+
+
+def test_live_facts_over_a_rolling_window_of_a_recorded_run(tmp_path):
+    import gzip
+    import shutil
+
+    from yolodoctor.diagnosis import facts
+
+    src = ROOT / "fixtures" / "profiles" / "h200-workers0"
+    for n in ("events.jsonl", "samples.jsonl"):
+        with gzip.open(src / f"{n}.gz", "rb") as a, open(tmp_path / n, "wb") as b:
+            shutil.copyfileobj(a, b)
+    f = facts.live(tmp_path, window_s=5.0)
+    assert f["run.window_steps"] < 30 and f["run.data_wait_share"] > 0.5 and f["settings.workers"] == 0
+    live = LiveEngine(load_rules(), on=2, off=2)
+    assert not live.update(f)[0]  # once is not enough
+    appeared, _ = live.update(f)
+    assert "DL201" in [x.id for x in appeared]

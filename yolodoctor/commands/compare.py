@@ -24,7 +24,7 @@ METRICS: list[tuple[str, str, str, str | None]] = [
     ("trace.gpu_busy_share", "GPU busy (trace kernels)", "share", "higher"),
     ("gpu.mem_fraction_peak", "peak GPU memory", "share", None),
     ("gpu.mem_used_max", "peak GPU memory (bytes)", "bytes", None),
-    ("cpu.train_thread_pct", "training-thread CPU", "pct", None),
+    ("cpu.train_thread_pct", "training-thread CPU (% of a core)", "cpu", None),
     ("loader.capacity_images_per_s", "loader alone images/s", "rate", "higher"),
 ]
 
@@ -46,6 +46,7 @@ class Comparison:
     resolved: list[str]
     new: list[str]
     persisting: list[str]
+    unmeasured: list[str] = field(default_factory=list)  # in A; silent in B only because B lacks the facts
     mismatch: dict[str, dict[str, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -79,8 +80,11 @@ def compare(run_a: str | Path, run_b: str | Path, rules=None) -> Comparison:
               for fact, label, _, better in METRICS}
     ids_a = [f.id for f in report.ranked(a.findings)]
     ids_b = [f.id for f in report.ranked(b.findings)]
-    cmp = Comparison(a, b, deltas, resolved=[i for i in ids_a if i not in ids_b],
-                     new=[i for i in ids_b if i not in ids_a], persisting=[i for i in ids_b if i in ids_a])
+    silent_b = {o.rule: o.state for o in b.outcomes}
+    gone = [i for i in ids_a if i not in ids_b]
+    cmp = Comparison(a, b, deltas, resolved=[i for i in gone if silent_b.get(i) == "false"],
+                     new=[i for i in ids_b if i not in ids_a], persisting=[i for i in ids_b if i in ids_a],
+                     unmeasured=[i for i in gone if silent_b.get(i) != "false"])
     for side, d in (("A", a), ("B", b)):
         if d.profile.status != "complete":
             cmp.warnings.append(f"run {side} ({run_name(d)}) is {d.profile.status}"
@@ -106,7 +110,7 @@ def fmt(v: float | None, kind: str) -> str:
         return f"{v:,.1f}"
     if kind == "seconds":
         return f"{v:.3f} s" if v < 1 else f"{v:,.1f} s"
-    if kind == "pct":
+    if kind in ("pct", "cpu"):
         return f"{v:.1f} %"
     if kind == "share":
         return f"{100 * v:.1f} %"
@@ -135,7 +139,7 @@ def to_json(cmp: Comparison, html: str | None = None) -> dict[str, Any]:
              "reason": d.profile.reason, "facts": d.facts,
              "findings": [f.id for f in report.ranked(d.findings)]} for d in (cmp.a, cmp.b)]
     return report.envelope("compare", cmp.b.findings, cmp.b.facts, None, runs=runs, deltas=cmp.deltas,
-                           resolved=cmp.resolved, new=cmp.new, persisting=cmp.persisting,
+                           resolved=cmp.resolved, new=cmp.new, persisting=cmp.persisting, unmeasured=cmp.unmeasured,
                            comparable=cmp.comparable, mismatch=cmp.mismatch, warnings=cmp.warnings, html=html)
 
 
@@ -157,7 +161,8 @@ def render(console, cmp: Comparison) -> None:
     console.print(t)
     by_id = {f.id: f for f in (*cmp.a.findings, *cmp.b.findings)}
     for title, ids, style in (("resolved", cmp.resolved, "green"), ("new", cmp.new, "red"),
-                              ("persisting", cmp.persisting, "yellow")):
+                              ("persisting", cmp.persisting, "yellow"),
+                              ("not measured in B (its facts are missing there)", cmp.unmeasured, "dim")):
         console.print(f"[bold {style}]{title}[/] ({len(ids)})")
         for i in ids:
             f = by_id[i]

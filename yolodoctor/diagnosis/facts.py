@@ -111,8 +111,10 @@ def _put(facts: dict[str, Any], key: str, value: Any) -> None:
         facts[key] = float(value)
 
 
-def from_profile(profile, run_dir: str | Path | None = None) -> dict[str, Any]:
-    """Facts of a profile (a yolodoctor.profile.Profile); ``run_dir`` gives access to its streams."""
+def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dict] | None = None,
+                 samples: list[dict] | None = None) -> dict[str, Any]:
+    """Facts of a profile (a yolodoctor.profile.Profile); ``run_dir`` (or the streams given) adds what the event
+    and sample streams say."""
     f: dict[str, Any] = {}
     s, st = profile.summary or {}, profile.settings or {}
     device = str(st.get("device", "")).split(":")[0] or None
@@ -146,12 +148,42 @@ def from_profile(profile, run_dir: str | Path | None = None) -> dict[str, Any]:
         f["loader.headroom"] = f["loader.capacity_images_per_s"] / f["run.images_per_s"]
     _put(f, "loader.prefetch_depth", win.get("prefetch_depth"))
     _trace_facts(f, (profile.trace or {}).get("summary") or {})
-    if run_dir is not None:
+    if run_dir is not None and events is None:
         events = list(read_events(Path(run_dir) / profile.files.get("events", "events.jsonl")))
-        _event_facts(f, events)
+    if run_dir is not None and samples is None:
         samples = list(read_events(Path(run_dir) / profile.files.get("samples", "samples.jsonl")))
-        _sample_facts(f, samples, _window_span(events, win.get("first_step")))
+    if events is not None:
+        _event_facts(f, events)
+    if samples is not None:
+        _sample_facts(f, samples, _window_span(events or [], win.get("first_step")))
     return f
+
+
+def live(run_dir: str | Path, window_s: float = 30.0, now: float | None = None) -> dict[str, Any]:
+    """Facts over the last ``window_s`` seconds of a run directory that is still being written (the monitor's
+    rolling window; pair with engine.LiveEngine for hysteresis)."""
+    from yolodoctor.profile import EVENTS, SAMPLES, Profile
+    from yolodoctor.profiling.summary import summarise_train
+
+    run = Path(run_dir)
+    events = list(read_events(run / EVENTS))
+    samples = list(read_events(run / SAMPLES))
+    settings = next((e.get("settings") or {} for e in reversed(events) if e.get("type") == "settings"), {})
+    steps = [e for e in events if e.get("type") == "step"]
+    if not steps:
+        return {}
+    end = now if now is not None else steps[-1]["t1"]
+    recent = [s for s in steps if s["t1"] >= end - window_s and s.get("train_index") == steps[-1].get("train_index")]
+    summary = summarise_train(recent, settings, whole=True)
+    cap = next(({k: v for k, v in e.items() if k not in ("type", "t")} for e in reversed(events)
+                if e.get("type") == "loader_capacity"), None)
+    trace = next(({k: v for k, v in e.items() if k not in ("type", "t")} for e in reversed(events)
+                  if e.get("type") == "trace"), None)
+    prof = Profile(settings=settings, summary=summary, loader_capacity=cap, trace=trace,
+                   status="running" if not any(e.get("type") == "run_end" for e in events) else "complete")
+    lo = recent[0]["t0"] if recent else end - window_s
+    return from_profile(prof, events=events, samples=[s for s in samples if s.get("t", 0) >= lo - 1.0
+                                                       or s.get("type") == "sampler_start"])
 
 
 def _trace_facts(f: dict[str, Any], t: dict[str, Any]) -> None:

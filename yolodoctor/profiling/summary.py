@@ -29,7 +29,8 @@ def _settings(events: list[dict], train_index: int) -> dict[str, Any]:
                  if e.get("type") == "settings" and e.get("train_index", 0) == train_index), {})
 
 
-def summarise_train(steps: list[dict], settings: dict[str, Any]) -> dict[str, Any]:
+def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = False) -> dict[str, Any]:
+    """``whole``: the steps given are the window (a rolling window of a live run), not a run from its start."""
     out: dict[str, Any] = {"steps": len(steps), "images": sum(s.get("images") or 0 for s in steps)}
     if not steps:
         return out
@@ -37,6 +38,8 @@ def summarise_train(steps: list[dict], settings: dict[str, Any]) -> dict[str, An
     workers = settings.get("workers") or 0
     depth = bounds.prefetch_depth(workers, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
     start = bounds.window_start(workers, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
+    if whole:
+        start = steps[0].get("n", steps[0]["step"])
     window = [s for s in steps if s.get("n", s["step"]) >= start and not s.get("traced")]
     out["window"] = {"first_step": start, "steps": len(window), "prefetch_depth": depth,
                      "valid": len(window) >= max(2 * depth, 10),
