@@ -141,6 +141,20 @@ def compare(ctx: Ctx, run_a: Path, run_b: Path, as_json: bool, html: Path | None
     sys.exit(run_compare(run_a, run_b, as_json=as_json, html=html))
 
 
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path), required=False)
+@click.option("--allow-unsafe", is_flag=True, help="Also plan changes that change training or need a trial.")
+@click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(path_type=Path), help="Add a folder of rules.")
+@click.pass_obj
+def fix(ctx: Ctx, run_dir: Path | None, allow_unsafe: bool, as_json: bool, rule_dirs: tuple[Path, ...]) -> None:
+    """Plan the changes that remove the findings of a run (default: the latest)."""
+    no_command(ctx, "fix")
+    from yolodoctor.commands.fix import run
+
+    sys.exit(run(run_dir, allow_unsafe=allow_unsafe, as_json=as_json, rule_dirs=list(rule_dirs)))
+
+
 @cli.command("make-dataset")
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--images", default=64, show_default=True, type=click.IntRange(1), help="Training images.")

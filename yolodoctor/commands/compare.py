@@ -160,13 +160,17 @@ def render(console, cmp: Comparison) -> None:
         t.add_row(label, fmt(d["a"], kind), fmt(d["b"], kind), f"[{style}]{text}[/]" if style else text)
     console.print(t)
     by_id = {f.id: f for f in (*cmp.a.findings, *cmp.b.findings)}
+    missing = {o.rule: o.detail for o in cmp.b.outcomes if o.state != "fired"}
     for title, ids, style in (("resolved", cmp.resolved, "green"), ("new", cmp.new, "red"),
                               ("persisting", cmp.persisting, "yellow"),
                               ("not measured in B (its facts are missing there)", cmp.unmeasured, "dim")):
+        if not ids and style == "dim":
+            continue
         console.print(f"[bold {style}]{title}[/] ({len(ids)})")
         for i in ids:
-            f = by_id[i]
-            console.print(f"  [bold]{i}[/] {escape(f.name)} [dim]({f.severity.name})[/]", highlight=False)
+            f, why = by_id[i], missing.get(i)
+            console.print(f"  [bold]{i}[/] {escape(f.name)} [dim]({f.severity.name})"
+                          f"{escape(': no ' + why) if why and style == 'dim' else ''}[/]", highlight=False)
 
 
 def run_compare(run_a, run_b, *, as_json: bool, html: Path | None = None) -> int:

@@ -1,0 +1,85 @@
+"""The planner honours the machine's measured limits and the safe/unsafe line."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from yolodoctor.findings import Finding, Fix, Severity
+from yolodoctor.fixing.planner import plan
+
+ROOT = Path(__file__).resolve().parents[2]
+FACTS = {"run.device": "cuda", "run.batch": 16.0, "settings.nbs": 64.0, "gpu.mem_fraction_peak": 0.05,
+         "cpu.count": 16.0, "settings.imgsz": 640.0, "mem.shm_free_min": 64e9, "gpu.cc_major": 9.0,
+         "run.epochs": 100.0, "run.epoch_s": 40.0}
+SETTINGS = {"batch": 16, "workers_requested": 8, "amp_requested": True, "compile_requested": False, "cache": None,
+            "deterministic": True}
+
+
+def finding(rid, gain=None, one_off=None, safety="safe", changes=False, **args):
+    return Finding(rid, "x", "config", Severity.warning, "m",
+                   fix=Fix(args=args, safety=safety, changes_training=changes, seconds_saved_per_epoch=gain,
+                           one_off_seconds=one_off))
+
+
+def keys(p):
+    return p.args, [d["reason"] for d in p.dropped]
+
+
+def test_safe_changes_pass_and_gain_decides_conflicts():
+    p = plan([finding("LA201", 30.0, batch=64), finding("MM202", None, batch=48), finding("DL201", 10.0, workers=12)],
+             FACTS, SETTINGS)
+    assert p.args == {"batch": 64, "workers": 12}
+    assert p.changes[0].key == "batch" and p.changes[0].before == 16
+    assert any("MM202" in d["reason"] for d in p.dropped)
+    assert p.run_saving() == {"best_single_per_epoch": 30.0, "one_off": 0, "planned_run_upper_bound": 3000.0}
+
+
+def test_workers_limited_by_cores_and_shm():
+    assert "exceed" in keys(plan([finding("DL201", 5.0, workers=16)], FACTS, SETTINGS))[1][0]
+    small_shm = dict(FACTS, **{"mem.shm_free_min": 0.5e9})  # 12 x 4 x 16 x 640x640x3 = 0.94 GB
+    assert "shm" in keys(plan([finding("DL201", 5.0, workers=12)], small_shm, SETTINGS))[1][0]
+
+
+def test_batch_limited_by_nbs_and_memory():
+    args, why = keys(plan([finding("LA201", 5.0, batch=128)], FACTS, SETTINGS))
+    assert args == {} and "above nbs" in why[0]
+    args, _ = keys(plan([finding("LA201", 5.0, batch=128)], FACTS, SETTINGS, allow_unsafe=True))
+    assert args == {"batch": 128}
+    full = dict(FACTS, **{"gpu.mem_fraction_peak": 0.3})  # 0.3 x 64/16 = 120% of the GPU
+    assert "above 80%" in keys(plan([finding("LA201", 5.0, batch=64)], full, SETTINGS))[1][0]
+
+
+def test_cache_needs_measured_ram_and_bf16_needs_ampere():
+    assert "not measured" in keys(plan([finding("DL203", 5.0, cache="ram")], FACTS, SETTINGS))[1][0]
+    assert keys(plan([finding("DL203", 5.0, cache="ram")], dict(FACTS, **{"check.cache_ram_fits": True}),
+                     SETTINGS))[0] == {"cache": "ram"}
+    assert "does not fit" in keys(plan([finding("DL203", 5.0, cache="ram")],
+                                       dict(FACTS, **{"check.cache_ram_fits": False}), SETTINGS))[1][0]
+    bf16 = finding("PR202", None, safety="unsafe", changes=True, amp="bf16")
+    assert "only with --allow-unsafe" in keys(plan([bf16], FACTS, SETTINGS))[1][0]
+    assert "8.0" in keys(plan([bf16], dict(FACTS, **{"gpu.cc_major": 7.0}), SETTINGS, allow_unsafe=True))[1][0]
+
+
+def test_compile_must_repay_its_one_off_cost():
+    short = dict(FACTS, **{"run.epochs": 2.0})
+    why = keys(plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead")], short, SETTINGS))[1][0]
+    assert "does not repay" in why
+    assert keys(plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead")], FACTS, SETTINGS))[0] == {
+        "compile": "reduce-overhead"}
+    cpu = dict(FACTS, **{"run.device": "cpu"})
+    assert "only on CUDA" in keys(plan([finding("LA202", 10.0, 130.0, compile=True)], cpu, SETTINGS))[1][0]
+
+
+def test_no_op_change_is_dropped():
+    assert "already set" in keys(plan([finding("CF201", None, deterministic=True)], FACTS, SETTINGS))[1][0]
+
+
+def test_fix_command_on_a_recorded_profile():
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", str(ROOT / "fixtures/profiles/h200-workers0"),
+                        "--json"], capture_output=True, text=True, env={**os.environ, "YOLO_OFFLINE": "1"})
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["command"] == "fix" and doc["trials"] == []
+    assert doc["plan"]["args"]["workers"] == 3 and doc["plan"]["changes"][0]["reason"].startswith("DL201")

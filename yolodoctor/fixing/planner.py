@@ -1,0 +1,164 @@
+"""The planner: turn a diagnosis into a plan of concrete changes that respects what this machine can hold.
+
+Each finding's fix proposes changes; the planner keeps, per key, the proposal of the finding with the largest
+estimated gain, then checks each change against measured constraints:
+
+  workers   at most the cores minus one, and the prefetch queue (workers x 4 x batch images) must fit /dev/shm
+  batch     at most nbs (above it the optimisation changes: unsafe), and the measured peak memory scaled to the new
+            batch must stay under MEMORY_CEILING of the GPU
+  cache     'ram' only where check measured that it fits (Ultralytics silently trains uncached otherwise)
+  amp=bf16  only on compute capability 8.0 and newer
+  compile   only on CUDA, and only where the gain over the planned run outweighs the one-off compilation
+
+Unsafe changes (those that change what is trained, or that must be proven by a trial, like cudnn.benchmark) are
+kept only with ``allow_unsafe``. Gains are upper bounds taken from each rule and do not add up: `fix --verify`
+measures what the plan really does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from yolodoctor.findings import Finding
+
+MEMORY_CEILING = 0.8
+PREFETCH_FACTOR = 4
+
+
+@dataclass
+class Change:
+    kind: str  # "args" | "env" | "torch_flags"
+    key: str
+    before: Any
+    after: Any
+    reason: str  # "LA201 host-bound"
+    safety: str = "safe"
+    changes_training: bool = False
+    seconds_saved_per_epoch: float | None = None
+    one_off_seconds: float | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Plan:
+    changes: list[Change] = field(default_factory=list)
+    dropped: list[dict[str, Any]] = field(default_factory=list)  # proposals refused, and why
+    epochs: float | None = None
+    epoch_s: float | None = None
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return {c.key: c.after for c in self.changes if c.kind == "args"}
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {c.key: str(c.after) for c in self.changes if c.kind == "env"}
+
+    @property
+    def torch_flags(self) -> dict[str, Any]:
+        return {c.key: c.after for c in self.changes if c.kind == "torch_flags"}
+
+    def run_saving(self) -> dict[str, float | None]:
+        """Upper bound over the planned run: the largest single gain x epochs, minus one-off costs."""
+        gains = [c.seconds_saved_per_epoch for c in self.changes if c.seconds_saved_per_epoch]
+        one_off = sum(c.one_off_seconds or 0 for c in self.changes)
+        best = max(gains) if gains else None
+        total = best * self.epochs - one_off if best is not None and self.epochs else None
+        return {"best_single_per_epoch": best, "one_off": one_off, "planned_run_upper_bound": total}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"changes": [c.to_dict() for c in self.changes], "dropped": self.dropped, "args": self.args,
+                "env": self.env, "torch_flags": self.torch_flags, "epochs": self.epochs, "epoch_s": self.epoch_s,
+                "saving": self.run_saving()}
+
+
+def _current(kind: str, key: str, settings: dict[str, Any], args: dict[str, Any]) -> Any:
+    if kind == "args":
+        if key in args:
+            return args[key]
+        mapping = {"batch": "batch", "workers": "workers_requested", "amp": "amp_requested",
+                   "compile": "compile_requested", "deterministic": "deterministic", "cache": "cache"}
+        return settings.get(mapping.get(key, key))
+    if kind == "torch_flags":
+        return settings.get({"cudnn.benchmark": "cudnn_benchmark", "cudnn.allow_tf32": "tf32_cudnn",
+                             "cuda.matmul.allow_tf32": "tf32_matmul"}.get(key, key))
+    return None
+
+
+def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any], args: dict[str, Any] | None = None,
+         *, allow_unsafe: bool = False) -> Plan:
+    args = args or {}
+    p = Plan(epochs=facts.get("run.epochs"), epoch_s=facts.get("run.epoch_s"))
+    proposals: dict[tuple[str, str], Change] = {}
+    for f in findings:
+        if f.fix is None:
+            continue
+        for kind in ("args", "env", "torch_flags"):
+            for key, value in getattr(f.fix, kind).items():
+                if value is None:
+                    p.dropped.append({"key": key, "reason": f"{f.id}: its value could not be computed"})
+                    continue
+                c = Change(kind, key, _current(kind, key, settings, args), value, f"{f.id} {f.name}", f.fix.safety,
+                           f.fix.changes_training, f.fix.seconds_saved_per_epoch, f.fix.one_off_seconds, f.fix.note)
+                old = proposals.get((kind, key))
+                if old is None or (c.seconds_saved_per_epoch or 0) > (old.seconds_saved_per_epoch or 0):
+                    if old is not None:
+                        p.dropped.append({"key": key, "reason": f"{old.reason}: {c.reason} proposes more gain"})
+                    proposals[(kind, key)] = c
+                else:
+                    p.dropped.append({"key": key, "reason": f"{c.reason}: {old.reason} proposes more gain"})
+    for c in proposals.values():
+        why = _refuse(c, facts, settings, allow_unsafe, proposals)
+        if why:
+            p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: {why}"})
+        elif c.before == c.after:
+            p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: already set"})
+        else:
+            p.changes.append(c)
+    p.changes.sort(key=lambda c: -(c.seconds_saved_per_epoch or 0))
+    return p
+
+
+def _refuse(c: Change, facts: dict[str, Any], settings: dict[str, Any], allow_unsafe: bool,
+            proposals: dict) -> str | None:
+    if c.safety == "unsafe" and not allow_unsafe:
+        return "unsafe (changes training or needs a trial): only with --allow-unsafe"
+    device = facts.get("run.device")
+    if c.kind == "args" and c.key == "workers":
+        cores = facts.get("cpu.usable") or facts.get("cpu.count")
+        if cores and c.after > cores - 1:
+            return f"{c.after} workers exceed the {cores:.0f} cores minus one"
+        batch = (proposals.get(("args", "batch")).after if ("args", "batch") in proposals
+                 else facts.get("run.batch"))
+        imgsz, shm = facts.get("settings.imgsz"), facts.get("mem.shm_free_min")
+        if batch and imgsz and shm and c.after * PREFETCH_FACTOR * batch * imgsz * imgsz * 3 > shm:
+            return "the prefetch queue would not fit /dev/shm"
+    if c.kind == "args" and c.key == "batch":
+        nbs = facts.get("settings.nbs") or 64
+        if c.after > nbs and not allow_unsafe:
+            return f"batch above nbs={nbs:.0f} changes the effective batch (unsafe)"
+        frac, now = facts.get("gpu.mem_fraction_peak"), facts.get("run.batch")
+        if device == "cuda" and frac and now and frac * c.after / now > MEMORY_CEILING:
+            return (f"peak memory {frac:.0%} at batch {now:.0f} scales to {frac * c.after / now:.0%} at "
+                    f"{c.after}, above {MEMORY_CEILING:.0%}")
+        if device == "cuda" and not frac:
+            return "GPU memory per image was not measured"
+    if c.kind == "args" and c.key == "cache" and c.after in ("ram", True):
+        fits = facts.get("check.cache_ram_fits")
+        if fits is None:
+            return "RAM for the cache was not measured (run yolodoctor check with the same data=)"
+        if not fits:
+            return "the cache does not fit in RAM"
+    if c.kind == "args" and c.key == "amp" and c.after == "bf16" and (facts.get("gpu.cc_major") or 0) < 8:
+        return "bf16 needs compute capability 8.0 or newer"
+    if c.kind == "args" and c.key == "compile" and c.after:
+        if device != "cuda":
+            return "compile pays off only on CUDA"
+        epochs, gain = facts.get("run.epochs"), c.seconds_saved_per_epoch
+        if gain is not None and epochs and c.one_off_seconds and gain * epochs < c.one_off_seconds:
+            return f"{gain:.1f} s/epoch x {epochs:.0f} epochs does not repay {c.one_off_seconds:.0f} s of compilation"
+    return None
