@@ -66,8 +66,9 @@ def write_html(path: str | Path, cmp: Comparison) -> None:
 def series(d) -> dict[str, Any]:
     """Per-step time and data wait against the step index, NVML utilisation against seconds since the first step."""
     files = d.profile.files
+    num = (int, float)
     steps = [e for e in read_events(Path(d.run_dir) / files.get("events", "events.jsonl"))
-             if e.get("type") == "step" and isinstance(e.get("t0"), (int, float)) and isinstance(e.get("t1"), (int, float))]
+             if e.get("type") == "step" and isinstance(e.get("t0"), num) and isinstance(e.get("t1"), num)]
     out: dict[str, Any] = {"step": [], "wait": [], "util": [],
                            "first_step": ((d.profile.summary or {}).get("window") or {}).get("first_step")}
     for i, e in enumerate(steps):
@@ -98,7 +99,8 @@ def nice_ticks(hi: float, n: int = 5) -> list[float]:
 
 
 def robust_top(all_series: list[list[tuple[float, float]]]) -> float:
-    """1.5 x the largest 90th percentile, so a compile or warm-up step does not flatten the rest; never above the max."""
+    """1.5 x the largest 90th percentile, so that a compile or warm-up step does not flatten the rest; at most the
+    largest value."""
     ys = [[y for _, y in s] for s in all_series if s]
     if not ys:
         return 1.0
@@ -119,7 +121,8 @@ def svg_plot(title: str, lines: list[tuple[str, str, list[tuple[float, float]]]]
              f'role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>',
              f'<text x="{L}" y="16" class="t">{escape(title)}</text>']
     if not pts:
-        parts.append(f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle" class="na">no data in these runs</text></svg>')
+        parts.append(f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle" class="na">no data in these runs</text>'
+                     '</svg>')
         return "".join(parts)
     x0, x1 = min(0.0, min(x for x, _ in pts)), max(x for x, _ in pts)
     x1 = x1 if x1 > x0 else x0 + 1
@@ -133,7 +136,8 @@ def svg_plot(title: str, lines: list[tuple[str, str, list[tuple[float, float]]]]
         parts.append(f'<text x="{sx(x0 + v):.1f}" y="{T + ph + 16}" text-anchor="middle">{_tick_label(x0 + v)}</text>')
     parts.append(f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" class="f"/>'
                  f'<text x="{L + pw / 2}" y="{H - 6}" text-anchor="middle">{escape(xlabel)}</text>'
-                 f'<text transform="translate(14 {T + ph / 2}) rotate(-90)" text-anchor="middle">{escape(ylabel)}</text>')
+                 f'<text transform="translate(14 {T + ph / 2}) rotate(-90)" text-anchor="middle">'
+                 f'{escape(ylabel)}</text>')
     for x, color in vlines or []:
         if x0 <= x <= x1:
             parts.append(f'<line x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{T}" y2="{T + ph}" stroke="{color}" '
@@ -167,16 +171,18 @@ code{font-size:12px;word-break:break-all}li{margin:.2em 0}"""
 def _run_row(side: str, d) -> str:
     st, args = d.profile.settings or {}, d.profile.args or {}
     args_text = " ".join(f"{k}={v}" for k, v in args.items()) or " ".join(d.profile.command or [])
-    cells = [side, run_name(d), str(d.run_dir), d.profile.status + (f" ({d.profile.reason})" if d.profile.reason else ""),
+    status = d.profile.status + (f" ({d.profile.reason})" if d.profile.reason else "")
+    cells = [side, run_name(d), str(d.run_dir), status,
              str(st.get("device", "")), str(d.facts.get("gpu.name", "")), str(args.get("model", "")),
              str(st.get("imgsz", "")), args_text]
     return "<tr>" + "".join(f"<td>{escape(c)}</td>" if i != 8 else f"<td><code>{escape(c)}</code></td>"
                             for i, c in enumerate(cells)) + "</tr>"
 
 
-def _findings(title: str, ids: list[str], source: dict) -> str:
-    items = "".join(f"<li><b>{escape(i)}</b> {escape(source[i].name)} <i>({escape(source[i].severity.name)})</i>: "
-                    f"{escape(source[i].message)}</li>" for i in ids)
+def _findings(title: str, ids: list[str], source: dict, unknown: set[str] = frozenset()) -> str:
+    items = "".join(f"<li><b>{escape(i)}</b> {escape(source[i].name)} <i>({escape(source[i].severity.name)}"
+                    f"{', A could not measure it' if i in unknown else ''})</i>: {escape(source[i].message)}</li>"
+                    for i in ids)
     return f"<h3>{escape(title)} ({len(ids)})</h3>" + (f"<ul>{items}</ul>" if ids else "<p class='na'>none</p>")
 
 
@@ -196,7 +202,9 @@ def render_html(cmp: Comparison) -> str:
     warn = "".join(f"<p class='warn'>Not like for like: {escape(w)}</p>" for w in cmp.warnings)
     by_a = {f.id: f for f in cmp.a.findings}
     by_b = {f.id: f for f in cmp.b.findings}
-    vl = [(s["first_step"], c) for s, c in ((sa, COLORS[0]), (sb, COLORS[1])) if isinstance(s["first_step"], (int, float))]
+    unknown_a = {o.rule for o in cmp.a.outcomes if o.state in ("missing", "error")}
+    vl = [(s["first_step"], c) for s, c in ((sa, COLORS[0]), (sb, COLORS[1]))
+          if isinstance(s["first_step"], (int, float))]
 
     def lines(key):
         return [(labels[0], COLORS[0], sa[key]), (labels[1], COLORS[1], sb[key])]
@@ -204,17 +212,21 @@ def render_html(cmp: Comparison) -> str:
     plots = [
         svg_plot("Step time (data wait + compute)", lines("step"), "step", "seconds",
                  robust_top([sa["step"], sb["step"]]), " s", vl),
-        svg_plot("Data wait per step", lines("wait"), "step", "seconds", robust_top([sa["wait"], sb["wait"]]), " s", vl),
-        svg_plot("GPU utilisation (NVML, device-wide)", lines("util"), "seconds since the first step", "%", 100.0, " %"),
+        svg_plot("Data wait per step", lines("wait"), "step", "seconds",
+                 robust_top([sa["wait"], sb["wait"]]), " s", vl),
+        svg_plot("GPU utilisation (NVML, device-wide)", lines("util"), "seconds since the first step", "%",
+                 100.0, " %"),
     ]
     return f"""<!DOCTYPE html>
 {MARKER}
 <html lang="en"><head><meta charset="utf-8"><title>yolodoctor compare: {escape(a_name)} → {escape(b_name)}</title>
 <style>{CSS}</style></head><body>
 <h1>yolodoctor compare</h1>
-<p><b style="color:{COLORS[0]}">A (before)</b> {escape(a_name)} &rarr; <b style="color:{COLORS[1]}">B (after)</b> {escape(b_name)}</p>
+<p><b style="color:{COLORS[0]}">A (before)</b> {escape(a_name)} &rarr;
+<b style="color:{COLORS[1]}">B (after)</b> {escape(b_name)}</p>
 {warn}
-<table><tr><th></th><th>run</th><th>directory</th><th>status</th><th>device</th><th>GPU</th><th>model</th><th>imgsz</th><th>arguments</th></tr>
+<table><tr><th></th><th>run</th><th>directory</th><th>status</th><th>device</th><th>GPU</th><th>model</th>
+<th>imgsz</th><th>arguments</th></tr>
 {_run_row("A", cmp.a)}{_run_row("B", cmp.b)}</table>
 <h2>Summary</h2>
 <table><tr><th>metric</th><th>A (before)</th><th>B (after)</th><th>change</th></tr>{"".join(rows)}</table>
@@ -223,7 +235,7 @@ images per epoch at the steady rate. NVML utilisation is device-wide and average
 kernel-busy share is the finer signal.</p>
 <h2>Findings</h2>
 {_findings("Resolved (in A, not in B)", cmp.resolved, by_a)}
-{_findings("New (in B, not in A)", cmp.new, by_b)}
+{_findings("New (in B, not in A)", cmp.new, by_b, unknown_a)}
 {_findings("Persisting", cmp.persisting, by_b)}
 {_findings("Not measured in B (B lacks the facts these rules need)", cmp.unmeasured, by_a) if cmp.unmeasured else ""}
 <h2>Over time</h2>

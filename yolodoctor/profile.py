@@ -17,6 +17,10 @@ Schema 1 of profile.json:
   summary: steps, images, seconds, steady-state images/s and its window, data-wait and compute shares
   trace: the torch.profiler window (first_step, steps, wall_s, summary of kernels/launches/copies, file) or the
          reason it was skipped;  loader_capacity: the train loader's own images/s without a model (loader.py)
+  check_facts: what `check`'s dataset, resource, storage (warm decode sample) and config probes measured before
+         the training (check/run.py:quick_check)
+  ranks: DDP writes one event stream per rank (events.jsonl for rank 0 or a single process,
+         events-rank{R}.jsonl for the others; profiling/session.py)
   files: the names above
 """
 
@@ -62,6 +66,7 @@ class Profile(BaseModel):
     summary: dict[str, Any] = Field(default_factory=dict)
     trace: dict[str, Any] | None = None
     loader_capacity: dict[str, Any] | None = None
+    check_facts: dict[str, Any] | None = None
     files: dict[str, str] = Field(default_factory=lambda: {"events": EVENTS, "samples": SAMPLES})
 
     def save(self, run_dir: str | Path) -> None:

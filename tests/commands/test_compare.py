@@ -1,4 +1,5 @@
-"""`yolodoctor compare RUN_A RUN_B`: deltas and findings on the recorded H200 runs, the JSON contract, the HTML report."""
+"""`yolodoctor compare RUN_A RUN_B`: deltas and findings on the recorded H200 runs, the JSON contract, the HTML
+report."""
 
 import json
 import os

@@ -63,3 +63,38 @@ def run_check(user: dict[str, Any], args: dict[str, Any], *, torch_flags: dict[s
     report.facts, report.findings = acc.facts, acc.findings
     report.facts["check.seconds"] = report.seconds
     return report
+
+
+UNLOADABLE = {"DS001", "DS002", "DS005"}  # data.yaml that does not parse, lacks keys, or points nowhere
+
+
+def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """The probes `profile` runs before training (no torch import): dataset, resources, a warm decode sample and
+    the configuration. Returns the facts; a data.yaml that cannot load is an InputError (exit 2)."""
+    from yolodoctor.api.nvml import Nvml, visible_gpus
+    from yolodoctor.check.dataset import check_dataset
+    from yolodoctor.check.device import parse_device
+    from yolodoctor.errors import InputError
+
+    acc = ProbeResult()
+    nvml = Nvml.open()
+    try:
+        gpus = visible_gpus(nvml.gpus()) if nvml.available else []
+    finally:
+        nvml.close()
+    dev = parse_device(args.get("device"), bool(gpus))
+    acc.facts["env.device_kind"] = dev.kind
+    acc.facts["env.torch_devices"] = [{"index": i} for i in range(len(gpus))]
+    images: list[Path] = []
+    if args.get("data"):
+        ds = check_dataset(args["data"], task=task_of(user))
+        broken = [f for f in ds.findings if f.id in UNLOADABLE and f.severity.name == "error"]
+        if broken:
+            raise InputError(f"{args['data']}: {broken[0].message}")
+        acc.merge(ds)
+        if ds.index is not None:
+            images = list(ds.index.splits.get("train") or [])
+    acc.merge(probe_resources(args, acc.facts))
+    acc.merge(probe_storage(images, args, acc.facts, cold=False, sample=16))
+    acc.merge(probe_config(user, args, acc.facts))
+    return acc.facts

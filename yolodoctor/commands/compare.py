@@ -161,6 +161,7 @@ def render(console, cmp: Comparison) -> None:
     console.print(t)
     by_id = {f.id: f for f in (*cmp.a.findings, *cmp.b.findings)}
     missing = {o.rule: o.detail for o in cmp.b.outcomes if o.state != "fired"}
+    unknown_in_a = {o.rule for o in cmp.a.outcomes if o.state in ("missing", "error")}
     for title, ids, style in (("resolved", cmp.resolved, "green"), ("new", cmp.new, "red"),
                               ("persisting", cmp.persisting, "yellow"),
                               ("not measured in B (its facts are missing there)", cmp.unmeasured, "dim")):
@@ -169,8 +170,10 @@ def render(console, cmp: Comparison) -> None:
         console.print(f"[bold {style}]{title}[/] ({len(ids)})")
         for i in ids:
             f, why = by_id[i], missing.get(i)
-            console.print(f"  [bold]{i}[/] {escape(f.name)} [dim]({f.severity.name})"
-                          f"{escape(': no ' + why) if why and style == 'dim' else ''}[/]", highlight=False)
+            note = (": no " + why if why and style == "dim" else
+                    ", A could not measure it" if style == "red" and i in unknown_in_a else "")
+            console.print(f"  [bold]{i}[/] {escape(f.name)} [dim]({f.severity.name}{escape(note)})[/]",
+                          highlight=False)
 
 
 def run_compare(run_a, run_b, *, as_json: bool, html: Path | None = None) -> int:

@@ -50,15 +50,13 @@ def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Sev
 
     user = trainargs.parse_kv(words) if not command else {}
     args = {"model": trainargs.DEFAULT_MODEL, **user} if not command else None
-    if args and args.get("data"):
-        from pathlib import Path
+    check_facts = None
+    if args:
+        from yolodoctor.check.run import quick_check
 
-        if not Path(str(args["data"])).is_file():
-            from yolodoctor.errors import InputError
-
-            raise InputError(f"data.yaml not found: {args['data']} (profile never downloads datasets)")
+        check_facts = quick_check(user, trainargs.effective(user))  # a data.yaml that cannot load: exit 2
     err = stderr_console()
-    run_dir, prof = run_profile(args, command=command, steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
+    run_dir, prof = run_profile(args, command=command, check_facts=check_facts, steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
                                 loader_seconds=loader_seconds, hz=hz, gpu_telemetry=gpu_telemetry,
                                 log=lambda m: err.print(f"[dim]{m}[/]"))
     from yolodoctor.diagnosis.diagnose import diagnose

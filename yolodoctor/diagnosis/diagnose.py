@@ -27,7 +27,7 @@ def diagnose(run_dir: str | Path, rule_dirs: list[str | Path] | None = None, rul
     prof = record.load(run)
     rules = rules if rules is not None else load_rules(rule_dirs)
     facts = facts_mod.from_profile(prof, run)
-    check_facts = (prof.model_extra or {}).get("check_facts") if prof.model_extra else None
+    check_facts = prof.check_facts
     if check_facts:
         facts.update({k: v for k, v in facts_mod.from_check(check_facts).items() if k not in facts})
     findings, outcomes = evaluate(rules, facts)

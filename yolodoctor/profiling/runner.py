@@ -52,6 +52,7 @@ def gpu_uuid_for(args: dict[str, Any]) -> str | None:
 def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None = None,
                 steps: int | str | None = "auto", out: str | Path | None = None, hz: float = 5.0,
                 trace: bool = True, loader_seconds: float = 8.0, gpu_telemetry: bool = True,
+                check_facts: dict[str, Any] | None = None,
                 log: Callable[[str], None] = lambda m: None) -> tuple[Path, Profile]:
     """Profile ``model.train(**args)`` (args mode) or an unmodified program (``command``, script mode)."""
     from yolodoctor.profiling.sampler import start_sampler, stop_sampler
@@ -62,6 +63,8 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     profile = Profile(mode=mode, args=args or {}, command=command,
                       steps_limit=steps if isinstance(steps, int) else None)
     profile.files["spec"] = SPEC
+    if check_facts:
+        profile.check_facts = check_facts
     write_json_atomic(run / SPEC, {"mode": mode, "args": args or {}, "command": command, "steps": steps,
                                    "trace": trace, "loader_capacity": loader_seconds > 0,
                                    "loader_seconds": loader_seconds})
