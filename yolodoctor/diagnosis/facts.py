@@ -28,7 +28,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "run.compute_s": ("double", "median time from on_train_batch_start to on_train_batch_end"),
     "run.wait_s": ("double", "median data wait: previous batch end to next batch start"),
     "run.data_wait_share": ("double", "share of step time spent waiting for the next batch"),
-    "run.gpu_step_ms": ("double", "median GPU time between the step's CUDA events"),
+    "run.gpu_step_ms": ("double", "median elapsed time on the GPU stream between the step's CUDA events (idle gaps "
+                                  "included: it is not kernel-busy time, see trace.kernel_busy_ms)"),
     "run.batch": ("double", "batch size that ran (after any OOM halving)"),
     "run.images_per_epoch": ("double", "training images per epoch"),
     "run.epochs": ("double", "epochs the run was configured for"),
@@ -277,7 +278,9 @@ def _sample_facts(f: dict[str, Any], samples: list[dict], span: tuple[float, flo
         f["mem.shm_free_min"] = float(min(shm))
     g = [s["gpu"] for s in rows if s.get("gpu")]
     if g:
-        _put(f, "gpu.util_mean", statistics.fmean([x["util"] for x in g if x.get("util") is not None] or [0]))
+        utils = [x["util"] for x in g if isinstance(x.get("util"), (int, float))]
+        if utils:  # never 0% for "not measured"
+            f["gpu.util_mean"] = statistics.fmean(utils)
         used = [x["mem_used"] for x in g if x.get("mem_used")]
         total = next((x["mem_total"] for x in g if x.get("mem_total")), None)
         if used:
