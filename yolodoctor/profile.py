@@ -43,6 +43,17 @@ SAMPLES = "samples.jsonl"
 SPEC = "spec.json"
 
 
+def host_id() -> str:
+    """Which machine wrote a record: the hostname and /etc/machine-id (a replayed command must come from here)."""
+    import socket
+
+    try:
+        mid = Path("/etc/machine-id").read_text().strip()[:12]
+    except OSError:
+        mid = "?"
+    return f"{socket.gethostname()}/{mid}"
+
+
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -54,6 +65,7 @@ class Profile(BaseModel):
     kind: Literal["yolodoctor-profile"] = "yolodoctor-profile"
     yolodoctor: str = __version__
     created: str = Field(default_factory=now)
+    host: str | None = Field(default_factory=host_id)
     finished: str | None = None
     status: Literal["running", "complete", "incomplete"] = "running"
     reason: str | None = None

@@ -1,37 +1,120 @@
-"""`yolodoctor fix [RUN_DIR] [--allow-unsafe] [--json]`: the plan, as a diff of train arguments, environment and
-torch flags, with the reason, expected gain per epoch and one-off cost of each change."""
+"""`yolodoctor fix [RUN_DIR] [--verify] [--apply] [--allow-unsafe] [--try KEY=VALUE] [--json]`.
+
+Without --verify/--apply: the plan, as a diff of train arguments, environment and torch flags, with the reason,
+expected gain per epoch and one-off cost of each change. --verify runs interleaved A/B trials (fixing/trials.py) and
+keeps what measurably helps; --apply relaunches the whole training with the plan (the verified one with --verify),
+profiled into a new run directory, and rolls back to the original arguments if that run fails.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from yolodoctor import report
-from yolodoctor.errors import InputError
+from yolodoctor.errors import InputError, UsageError
 from yolodoctor.rundir import DEFAULT_BASE
 
 
 def latest_run(base: Path = DEFAULT_BASE) -> Path:
     runs = [p.parent for p in base.glob("*/profile.json")] if base.is_dir() else []
+    runs = [r for r in runs if not r.name.startswith(("fix-", "trials"))] or runs
     if not runs:
         raise InputError(f"no run directory under {base}; give RUN_DIR or run `yolodoctor profile` first")
     return max(runs, key=lambda p: (p / "profile.json").stat().st_mtime)
 
 
-def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=None) -> int:
+def user_candidates(words: list[str], settings: dict[str, Any]):
+    """--try KEY=VALUE: the user's own candidates, verified like the planner's (safe only if on the allow-list)."""
+    from yolodoctor import trainargs
+    from yolodoctor.fixing.planner import ALLOWED, Change
+
+    out = []
+    for k, v in trainargs.parse_kv(words).items():
+        if k not in ALLOWED["args"]:
+            raise UsageError(f"--try {k}=...: yolodoctor only tries {', '.join(sorted(ALLOWED['args']))}")
+        out.append(Change("args", k, settings.get(k), v, "--try (yours)"))
+    return out
+
+
+def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=None, verify: bool = False,
+        apply: bool = False, tries: list[str] | None = None, reps: int = 2, yes: bool = False) -> int:
     from yolodoctor.cli import stderr_console, stdout_console
     from yolodoctor.diagnosis.diagnose import diagnose
-    from yolodoctor.fixing.planner import plan
+    from yolodoctor.fixing.planner import plan as make_plan
+    from yolodoctor.profile import host_id
 
+    err = stderr_console()
     run_dir = run_dir or latest_run()
-    if not as_json:
-        stderr_console().print(f"[dim]planning from {run_dir}[/]")
     d = diagnose(run_dir, rule_dirs)
-    p = plan(d.findings, d.facts, d.profile.settings, d.profile.args, allow_unsafe=allow_unsafe)
+    p = make_plan(d.findings, d.facts, d.profile.settings, d.profile.args, allow_unsafe=allow_unsafe)
+    if tries:
+        extra = user_candidates(tries, d.profile.settings)
+        p.changes += [c for c in extra if c.key not in {x.key for x in p.changes}]
+    if (verify or apply) and d.profile.mode != "args":
+        raise UsageError("--verify/--apply need a run profiled with KEY=VALUE arguments (script mode: not yet)")
+    if (verify or apply) and d.profile.host != host_id() and not yes:
+        raise UsageError(f"{run_dir} was recorded on {d.profile.host or 'another machine'}; replaying its training "
+                         "here needs --yes")
+    log = (lambda m: err.print(f"[dim]{m}[/]")) if not as_json else (lambda m: err.print(m))
+    trials = None
+    chosen = list(p.changes)
+    if verify and p.changes:
+        from yolodoctor.fixing.trials import run_trials
+
+        base = dict(d.profile.args)
+        trials = run_trials(base, p, out_dir=_fresh(run_dir.parent / f"trials-{run_dir.name}"), reps=reps, log=log)
+        chosen = trials.kept
+    applied = _apply(d.profile.args, chosen, run_dir, log) if apply else None
     if as_json:
         report.dump_json(report.envelope("fix", d.findings, d.facts, run_dir=str(run_dir), plan=p.to_dict(),
-                                         trials=[]))
-        return 0
+                                         trials=trials.to_dict() if trials else [], applied=applied))
+        return 0 if not applied or applied["status"] == "complete" else 1
     out = stdout_console()
+    _print_plan(out, run_dir, p)
+    if trials:
+        _print_trials(out, trials)
+    if applied:
+        out.print(f"\n[bold]applied[/]: {applied['run_dir']} ({applied['status']})"
+                  + (f" - [yellow]rolled back[/]: {applied['rollback_reason']}" if applied["rolled_back"] else ""))
+    return 0 if not applied or applied["status"] == "complete" else 1
+
+
+def _fresh(path: Path) -> Path:
+    n, candidate = 1, path
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
+
+
+def _apply(base_args: dict[str, Any], changes, run_dir: Path, log) -> dict[str, Any]:
+    """Relaunch the whole training with the changes, profiled; on failure, roll back to the original arguments."""
+    from yolodoctor.profiling.runner import run_profile
+
+    attempts = [("plan", changes)] if changes else []
+    attempts.append(("original arguments", []))
+    result: dict[str, Any] = {"rolled_back": False, "attempts": []}
+    for name, cs in attempts:
+        args = {**base_args, **{c.key: c.after for c in cs if c.kind == "args"}}
+        env = {c.key: str(c.after) for c in cs if c.kind == "env"}
+        flags = {c.key: c.after for c in cs if c.kind == "torch_flags"}
+        log(f"applying {name}: " + (" ".join(f"{k}={v}" for k, v in args.items() if k in {c.key for c in cs})
+                                    or "no change"))
+        out, prof = run_profile(args, steps=None, out=_fresh(run_dir.parent / f"fix-{run_dir.name}"),
+                                env_extra=env, torch_flags=flags, loader_seconds=0)
+        result["attempts"].append({"name": name, "run_dir": str(out), "status": prof.status, "reason": prof.reason})
+        result.update(run_dir=str(out), status=prof.status, applied=name,
+                      changes=[c.to_dict() for c in cs])
+        if prof.status == "complete":
+            break
+        result["rolled_back"] = True
+        result["rollback_reason"] = f"{name} failed: {prof.reason}"
+        log(f"{name} failed ({prof.reason}); rolling back")
+    return result
+
+
+def _print_plan(out, run_dir, p) -> None:
     out.rule(f"[bold]yolodoctor fix: plan for {run_dir}")
     if not p.changes:
         out.print("[green]No change to propose.[/]")
@@ -49,4 +132,14 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
                   "from the rules and do not add up; trials measure them.")
     for x in p.dropped:
         out.print(f"[dim]not planned: {x['key']} - {x['reason']}[/]")
-    return 0
+
+
+def _print_trials(out, t) -> None:
+    from rich.table import Table
+
+    table = Table("candidate", "runs", "median images/s", "vs baseline", "kept", "why",
+                  title="Trials (interleaved, repeated)")
+    for v in t.verdicts:
+        table.add_row(v.candidate, str(v.runs), f"{v.median:.1f}" if v.median else "-",
+                      f"{v.gain:+.1%}" if v.gain is not None else "-", "yes" if v.kept else "no", v.why)
+    out.print(table)

@@ -24,6 +24,12 @@ from yolodoctor.findings import Finding
 
 MEMORY_CEILING = 0.8
 PREFETCH_FACTOR = 4
+# What a plan may change; nothing else reaches a relaunched training (DESIGN.md section 3, issue 5).
+ALLOWED = {
+    "args": {"amp", "workers", "cache", "batch", "compile", "deterministic", "channels_last", "val", "nbs"},
+    "env": {"PYTORCH_CUDA_ALLOC_CONF"},
+    "torch_flags": {"cudnn.benchmark", "cudnn.deterministic", "cudnn.allow_tf32", "cuda.matmul.allow_tf32"},
+}
 
 
 @dataclass
@@ -112,7 +118,8 @@ def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any
                 else:
                     p.dropped.append({"key": key, "reason": f"{c.reason}: {old.reason} proposes more gain"})
     for c in proposals.values():
-        why = _refuse(c, facts, settings, allow_unsafe, proposals)
+        why = ("not on the allow-list of what yolodoctor may change" if c.key not in ALLOWED[c.kind]
+               else _refuse(c, facts, settings, allow_unsafe, proposals))
         if why:
             p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: {why}"})
         elif c.before == c.after:

@@ -14,6 +14,23 @@ from yolodoctor.profiling import signals
 from yolodoctor.profiling.session import Session, classify_error
 
 
+TORCH_FLAGS = {"cudnn.benchmark", "cudnn.deterministic", "cudnn.allow_tf32", "cuda.matmul.allow_tf32"}
+
+
+def apply_torch_flags(flags: dict) -> None:
+    """Set torch.backends flags from the allow-list (a plan or a trial asks for them)."""
+    import torch
+
+    for name, value in flags.items():
+        if name not in TORCH_FLAGS:
+            raise ValueError(f"torch flag {name!r} is not one yolodoctor may change")
+        group, attr = name.rsplit(".", 1)
+        target = torch.backends
+        for part in group.split("."):
+            target = getattr(target, part)
+        setattr(target, attr, bool(value))
+
+
 def main(run_dir: str) -> int:
     signals.install()
     session = Session(run_dir)
@@ -22,6 +39,7 @@ def main(run_dir: str) -> int:
         from ultralytics import YOLO
 
         args = dict(session.spec["args"])
+        apply_torch_flags(session.spec.get("torch_flags") or {})
         model = YOLO(args.pop("model"))
         session.attach(model)
         model.train(**args)

@@ -52,6 +52,7 @@ class Recorder:
         self._roles: dict[int, str] = {}
         self.tid = threading.get_native_id()
         self.last_mosaic: bool | None = None
+        self.fault: tuple[str, int] | None = None  # test-only fault injection (session.parse_fault)
 
     # ---------------------------------------------------------------- wiring
     def attach(self, target: Any) -> Recorder:
@@ -119,13 +120,20 @@ class Recorder:
         if self.trace is not None and self.trace.prof is not None:
             rec["traced"] = True
         loss = getattr(trainer, "loss", None)
+        if self.fault and self.steps >= self.fault[1]:
+            kind = self.fault[0]
+            if kind == "oom":
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (injected by YOLODOCTOR_FAULT)")
+            if kind == "crash":
+                raise RuntimeError("injected crash (YOLODOCTOR_FAULT)")
+            loss = float("nan")
         if self._cuda:
             cuda = self._torch.cuda  # host-side allocator counters: no synchronisation
             rec["mem_allocated"] = cuda.memory_allocated()
             rec["mem_reserved"] = cuda.memory_reserved()
             ev_end = cuda.Event(enable_timing=True)
             ev_end.record()
-            self._pending.append((rec, loss.detach() if loss is not None else None, self.ev_start, ev_end))
+            self._pending.append((rec, loss.detach() if hasattr(loss, "detach") else loss, self.ev_start, ev_end))
             self._flush_ready()
         else:
             rec["loss"] = _num(loss) if loss is not None else None

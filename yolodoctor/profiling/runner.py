@@ -52,7 +52,8 @@ def gpu_uuid_for(args: dict[str, Any]) -> str | None:
 def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None = None,
                 steps: int | str | None = "auto", out: str | Path | None = None, hz: float = 5.0,
                 trace: bool = True, loader_seconds: float = 8.0, gpu_telemetry: bool = True,
-                check_facts: dict[str, Any] | None = None,
+                check_facts: dict[str, Any] | None = None, env_extra: dict[str, str] | None = None,
+                torch_flags: dict[str, Any] | None = None,
                 log: Callable[[str], None] = lambda m: None) -> tuple[Path, Profile]:
     """Profile ``model.train(**args)`` (args mode) or an unmodified program (``command``, script mode)."""
     from yolodoctor.profiling.sampler import start_sampler, stop_sampler
@@ -66,6 +67,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     if check_facts:
         profile.check_facts = check_facts
     write_json_atomic(run / SPEC, {"mode": mode, "args": args or {}, "command": command, "steps": steps,
+                                   "env": env_extra or {}, "torch_flags": torch_flags or {},
                                    "trace": trace, "loader_capacity": loader_seconds > 0,
                                    "loader_seconds": loader_seconds})
     profile.save(run)
@@ -76,6 +78,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     extra = [pkg_root] if mode == "args" else [str(Path(__file__).resolve().parent / "inject"), pkg_root]
     env["PYTHONPATH"] = os.pathsep.join([*extra, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     env[ENV_RUN_DIR] = str(run.resolve())
+    env.update({k: str(v) for k, v in (env_extra or {}).items()})
     argv = [sys.executable, "-m", "yolodoctor.profiling.child", str(run)] if mode == "args" else list(command)
     try:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL if mode == "args" else None,

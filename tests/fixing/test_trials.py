@@ -1,0 +1,106 @@
+"""Trials: the judge's rules on recorded numbers, and real CPU runs with injected faults (OOM, NaN, crash)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from yolodoctor.fixing.planner import Change, Plan
+from yolodoctor.fixing.trials import TrialRun, candidates, judge, mismatches
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def runs(name, values, status="complete", reason=None, mismatch=()):
+    return [TrialRun(name, i, f"/r/{name}{i}", status, reason, v, True, list(mismatch)) for i, v in enumerate(values)]
+
+
+def plan_of(*keys):
+    return Plan(changes=[Change("args", k, None, v, f"T{i} t") for i, (k, v) in enumerate(keys)])
+
+
+def test_judge_keeps_only_gains_beyond_noise():
+    cands = candidates(plan_of(("cache", "ram"), ("amp", False), ("batch", 32)))
+    assert [c.name for c in cands] == ["baseline", "cache=ram", "amp=False", "batch=32", "plan"]
+    rs = (runs("baseline", [100, 104]) + runs("cache=ram", [180, 175]) + runs("amp=False", [103, 115])
+          + runs("batch=32", [106, 101]) + runs("plan", [185, 181]))
+    verdicts, spread, kept = judge(rs, cands)
+    v = {x.candidate: x for x in verdicts}
+    assert abs(spread - 4 / 102) < 1e-9
+    assert v["cache=ram"].kept and [c.key for c in kept] == ["cache"]
+    assert not v["amp=False"].kept and "does not beat" in v["amp=False"].why  # +6.9% median, ranges overlap
+    assert not v["batch=32"].kept
+
+
+def test_judge_rejects_failures_and_mismatches():
+    cands = candidates(plan_of(("batch", 64), ("compile", "reduce-overhead")))
+    rs = (runs("baseline", [100, 101]) + runs("batch=64", [300], "incomplete", "out-of-memory: CUDA out of memory")
+          + runs("batch=64", [290]) + runs("compile=reduce-overhead", [400, 410],
+                                           mismatch=["compile='reduce-overhead' asked, the model ran eager"])
+          + runs("plan", [500, 510]))
+    v = {x.candidate: x for x in judge(rs, cands)[0]}
+    assert not v["batch=64"].kept and "out-of-memory" in v["batch=64"].why
+    assert not v["compile=reduce-overhead"].kept and "ran eager" in v["compile=reduce-overhead"].why
+
+
+def test_mismatches_read_from_effective_settings():
+    assert mismatches({"batch": 64}, {"batch": 32})[0].startswith("batch 64 asked, 32 ran")
+    assert "fell back" in mismatches({"compile": True}, {"compile_active": False})[0]
+    assert mismatches({"compile": "default"}, {"compile_active": True}) == []
+    assert "clamp" in mismatches({"workers": 8}, {"workers": 0})[0]
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """A real CPU profile to fix (small JPEG dataset)."""
+    from yolodoctor.datasets.synth import make_dataset
+
+    root = tmp_path_factory.mktemp("fx")
+    data = make_dataset(root / "ds", images=24, val_images=4, width=160, height=120, workers=1).yaml_path
+    run = root / "runs" / "prof"
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={data}", "imgsz=64", "batch=4",
+                        "epochs=1", "plots=False", f"project={root / 'ul'}", "--steps", "4", "--loader-seconds", "0",
+                        "--out", str(run)], capture_output=True, text=True, env={**os.environ, "YOLO_OFFLINE": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    return run
+
+
+def fix(run, *args, fault=None):
+    env = {**os.environ, "YOLO_OFFLINE": "1", **({"YOLODOCTOR_FAULT": fault} if fault else {})}
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", str(run), "--json", *args], capture_output=True,
+                       text=True, env=env, timeout=600)
+    return p.returncode, json.loads(p.stdout) if p.stdout.strip() else None, p.stderr
+
+
+@pytest.mark.parametrize("fault,reason", [("nan@1:amp=False", "nan"), ("crash@1:amp=False", "crashed"),
+                                          ("oom@1:amp=False", "out-of-memory")])
+def test_trial_with_injected_fault_is_rejected(profiled, fault, reason):
+    rc, doc, err = fix(profiled, "--verify", "--reps", "1", "--try", "amp=False", fault=fault)
+    assert rc == 0, err[-2000:]
+    v = {x["candidate"]: x for x in doc["trials"]["verdicts"]}
+    assert not v["amp=False"]["kept"] and reason in v["amp=False"]["why"]
+    assert v["baseline"]["median"] > 0
+
+
+def test_apply_rolls_back_when_the_plan_fails(profiled):
+    rc, doc, err = fix(profiled, "--apply", "--try", "amp=False", fault="oom@1:amp=False")
+    assert rc == 0, err[-2000:]
+    a = doc["applied"]
+    assert a["rolled_back"] and "out-of-memory" in a["rollback_reason"] and a["applied"] == "original arguments"
+    assert [x["status"] for x in a["attempts"]] == ["incomplete", "complete"]
+    assert Path(a["run_dir"]).name.startswith("fix-") and (profiled / "profile.json").exists()  # original untouched
+
+
+def test_replaying_a_foreign_run_needs_yes(profiled, tmp_path):
+    import shutil
+
+    foreign = tmp_path / "foreign"
+    shutil.copytree(profiled, foreign)
+    prof = json.loads((foreign / "profile.json").read_text())
+    prof["host"] = "elsewhere/123"
+    (foreign / "profile.json").write_text(json.dumps(prof))
+    rc, _, err = fix(foreign, "--apply")
+    assert rc == 2 and "--yes" in err

@@ -1,0 +1,160 @@
+"""`fix --verify`: short A/B trials on the user's own dataset and pipeline, interleaved and repeated.
+
+Each trial is a bounded `profile` of the real training (same dataset, augmentation, epochs - hence the same mosaic
+and warm-up phase - as the run being fixed) with the default step rule, whose steady window is longer than the
+loader's prefetch queue. The baseline, each change alone and the whole plan run in turn (B c1 c2 ... P, repeated),
+so drift of the machine hits them alike. A change is kept when its median images/s beats the baseline's by more
+than the baseline's own spread (and at least MIN_GAIN), its slowest repeat beats the baseline's fastest (ranges do
+not overlap), every one of its trials completed, and what ran is what was asked (no batch halved after OOM, no
+compile fallen back to eager).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from yolodoctor.fixing.planner import Change, Plan
+
+MIN_GAIN = 0.03
+
+
+@dataclass
+class Candidate:
+    name: str
+    changes: list[Change]
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return {c.key: c.after for c in self.changes if c.kind == "args"}
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {c.key: str(c.after) for c in self.changes if c.kind == "env"}
+
+    @property
+    def torch_flags(self) -> dict[str, Any]:
+        return {c.key: c.after for c in self.changes if c.kind == "torch_flags"}
+
+
+@dataclass
+class TrialRun:
+    candidate: str
+    rep: int
+    run_dir: str
+    status: str
+    reason: str | None
+    images_per_s: float | None
+    window_valid: bool | None
+    mismatch: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    candidate: str
+    median: float | None
+    runs: int
+    gain: float | None  # ratio to the baseline median, minus 1
+    kept: bool
+    why: str
+
+
+@dataclass
+class TrialReport:
+    runs: list[TrialRun]
+    verdicts: list[Verdict]
+    baseline_spread: float | None
+    kept: list[Change]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runs": [asdict(r) for r in self.runs], "verdicts": [asdict(v) for v in self.verdicts],
+                "baseline_spread": self.baseline_spread, "kept": [c.to_dict() for c in self.kept]}
+
+
+def candidates(plan: Plan) -> list[Candidate]:
+    out = [Candidate("baseline", [])]
+    out += [Candidate(f"{c.key}={c.after}", [c]) for c in plan.changes]
+    if len(plan.changes) > 1:
+        out.append(Candidate("plan", list(plan.changes)))
+    return out
+
+
+def mismatches(asked: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """What ran differently from what was asked (read off the trial's effective settings)."""
+    out = []
+    if "batch" in asked and isinstance(asked["batch"], int) and asked["batch"] > 0 and settings.get("batch") and \
+            settings["batch"] != asked["batch"]:
+        out.append(f"batch {asked['batch']} asked, {settings['batch']} ran (halved after out-of-memory)")
+    if asked.get("compile") and settings.get("compile_active") is False:
+        out.append(f"compile={asked['compile']!r} asked, the model ran eager (compile fell back)")
+    if asked.get("amp") not in (None, False, "fp32") and settings.get("amp") is False:
+        out.append(f"amp={asked['amp']!r} asked, training ran in float32 (AMP check failed or CPU)")
+    if "workers" in asked and settings.get("workers") is not None and settings["workers"] < asked["workers"]:
+        out.append(f"workers={asked['workers']} asked, {settings['workers']} ran (Ultralytics' clamp)")
+    return out
+
+
+def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], float | None, list[Change]]:
+    by: dict[str, list[TrialRun]] = {c.name: [r for r in runs if r.candidate == c.name] for c in cands}
+    base = [r.images_per_s for r in by["baseline"] if r.images_per_s and r.status == "complete"]
+    base_med = statistics.median(base) if base else None
+    spread = (max(base) - min(base)) / base_med if len(base) >= 2 and base_med else None
+    threshold = max(spread or 0.0, MIN_GAIN)
+    verdicts, kept = [], []
+    for c in cands:
+        rs = by[c.name]
+        ok = [r.images_per_s for r in rs if r.images_per_s and r.status == "complete"]
+        med = statistics.median(ok) if ok else None
+        gain = med / base_med - 1 if med and base_med else None
+        if c.name == "baseline":
+            verdicts.append(Verdict(c.name, med, len(rs), 0.0 if med else None, False,
+                                    f"spread of repeats {spread:.1%}" if spread is not None else "one repeat"))
+            continue
+        failed = [r for r in rs if r.status != "complete"]
+        mism = sorted({m for r in rs for m in r.mismatch})
+        if failed:
+            why, keep = f"trial failed: {failed[0].reason}", False
+        elif mism:
+            why, keep = f"what ran is not what was asked: {mism[0]}", False
+        elif gain is None:
+            why, keep = "no throughput measured", False
+        elif any(r.window_valid is False for r in rs):
+            why, keep = "window too short to conclude", False
+        elif gain > threshold and len(base) >= 2 and min(ok) <= max(base):
+            why, keep = (f"{gain:+.1%} median, but its slowest repeat ({min(ok):.1f}) does not beat the baseline's "
+                         f"fastest ({max(base):.1f})"), False
+        elif gain > threshold:
+            why, keep = f"{gain:+.1%} beats the noise threshold {threshold:.1%}", True
+        else:
+            why, keep = f"{gain:+.1%} is within the noise threshold {threshold:.1%}", False
+        verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why))
+        if keep and c.name != "plan":
+            kept.extend(c.changes)
+    return verdicts, spread, kept
+
+
+def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: int = 2, steps: int | str = "auto",
+               base_env: dict[str, str] | None = None, log: Callable[[str], None] = lambda m: None) -> TrialReport:
+    from yolodoctor.profiling.runner import run_profile
+
+    cands = candidates(plan)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs: list[TrialRun] = []
+    for rep in range(reps):
+        for c in cands:  # interleaved: B c1 c2 ... P, B c1 c2 ... P
+            args = {**base_args, **c.args}
+            log(f"trial {rep + 1}/{reps}: {c.name}")
+            run, prof = run_profile(args, steps=steps, out=out_dir / f"{_slug(c.name)}-{rep + 1}", trace=False,
+                                    loader_seconds=0, env_extra={**(base_env or {}), **c.env},
+                                    torch_flags=c.torch_flags)
+            s = prof.summary or {}
+            runs.append(TrialRun(c.name, rep, str(run), prof.status, prof.reason, s.get("images_per_s"),
+                                 (s.get("window") or {}).get("valid"), mismatches(c.args, prof.settings or {})))
+    verdicts, spread, kept = judge(runs, cands)
+    return TrialReport(runs, verdicts, spread, kept)
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:60]
