@@ -31,7 +31,7 @@ def test_judge_keeps_only_gains_beyond_noise():
     v = {x.candidate: x for x in verdicts}
     assert abs(spread - 4 / 102) < 1e-9
     assert v["cache=ram"].kept and [c.key for c in kept] == ["cache"]
-    assert not v["amp=False"].kept and "does not beat" in v["amp=False"].why  # +6.9% median, ranges overlap
+    assert not v["amp=False"].kept and "noise" in v["amp=False"].why  # +6.9% median, within twice its own spread
     assert not v["batch=32"].kept
 
 

@@ -2,10 +2,10 @@
 
 Each trial is a bounded `profile` of the real training (same dataset, augmentation, epochs - hence the same mosaic
 and warm-up phase - as the run being fixed) with the default step rule, whose steady window is longer than the
-loader's prefetch queue. The baseline, each change alone and the whole plan run in turn (B c1 c2 ... P, repeated),
-so drift of the machine hits them alike. A change is kept when its median images/s beats the baseline's by more
-than the baseline's own spread (and at least MIN_GAIN), its slowest repeat beats the baseline's fastest (ranges do
-not overlap), every one of its trials completed, and what ran is what was asked (no batch halved after OOM, no
+loader's prefetch queue. The baseline, each change alone and the whole plan run in turn, in ABBA order (B c1 c2 ... P,
+then P ... c2 c1 B), so drift of the machine hits them alike. A change is kept when its median images/s beats the baseline's by more
+than NOISE_FACTOR times the larger of the two configurations' own spreads (and at least MIN_GAIN), its slowest
+repeat beats the baseline's fastest (ranges do not overlap), every one of its trials completed, and what ran is what was asked (no batch halved after OOM, no
 compile fallen back to eager).
 """
 
@@ -19,6 +19,7 @@ from typing import Any, Callable
 from yolodoctor.fixing.planner import Change, Plan
 
 MIN_GAIN = 0.03
+NOISE_FACTOR = 2.0  # with two or three repeats a spread is a rough estimate: demand a clear margin over it
 
 
 @dataclass
@@ -101,12 +102,14 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
     base = [r.images_per_s for r in by["baseline"] if r.images_per_s and r.status == "complete"]
     base_med = statistics.median(base) if base else None
     spread = (max(base) - min(base)) / base_med if len(base) >= 2 and base_med else None
-    threshold = max(spread or 0.0, MIN_GAIN)
+    base_threshold = max(NOISE_FACTOR * (spread or 0.0), MIN_GAIN)
     verdicts, kept = [], []
     for c in cands:
         rs = by[c.name]
         ok = [r.images_per_s for r in rs if r.images_per_s and r.status == "complete"]
         med = statistics.median(ok) if ok else None
+        own = (max(ok) - min(ok)) / med if len(ok) >= 2 and med else 0.0
+        threshold = max(base_threshold, NOISE_FACTOR * own)
         gain = med / base_med - 1 if med and base_med else None
         if c.name == "baseline":
             verdicts.append(Verdict(c.name, med, len(rs), 0.0 if med else None, False,
@@ -143,7 +146,9 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
     out_dir.mkdir(parents=True, exist_ok=True)
     runs: list[TrialRun] = []
     for rep in range(reps):
-        for c in cands:  # interleaved: B c1 c2 ... P, B c1 c2 ... P
+        # interleaved ABBA: B c1 ... P, then P ... c1 B, so that a steady drift of the machine (or a position effect
+        # such as the page cache a previous trial warmed) falls on every candidate alike
+        for c in (cands if rep % 2 == 0 else cands[::-1]):
             args = {**base_args, **c.args}
             log(f"trial {rep + 1}/{reps}: {c.name}")
             run, prof = run_profile(args, steps=steps, out=out_dir / f"{_slug(c.name)}-{rep + 1}", trace=False,

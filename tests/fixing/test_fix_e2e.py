@@ -1,0 +1,40 @@
+"""`fix --verify --apply` end to end on the CPU, where a change truly helps: large PNGs decoded in the training
+process (Ultralytics loads in-process on the CPU), which cache='ram' decodes once. The check finds the decode cost,
+the rules propose the cache, the trials keep it with its measured gain and reject a change that does nothing here
+(workers=2: Ultralytics loads in the training process on the CPU whatever workers says, so the trial sees that what
+ran is not what was asked), and --apply relaunches the training with the cache."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_fix_verify_apply_keeps_the_cache_and_rejects_what_does_not_help(tmp_path):
+    from yolodoctor.datasets.synth import make_dataset
+
+    data = make_dataset(tmp_path / "png", images=160, val_images=4, image_format="png", width=1280, height=960
+                        ).yaml_path
+    env = {**os.environ, "YOLO_OFFLINE": "1"}
+    run = tmp_path / "runs" / "prof"
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={data}", "imgsz=64", "batch=8",
+                        "epochs=6", "plots=False", f"project={tmp_path / 'ul'}", "--loader-seconds", "0", "--out",
+                        str(run), "--json"], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "DL204" in [f["id"] for f in json.loads(p.stdout)["findings"]]  # decode-bound, cache fits
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", str(run), "--verify", "--apply", "--try",
+                        "workers=2", "--json"], capture_output=True, text=True, env=env, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    v = {x["candidate"]: x for x in doc["trials"]["verdicts"]}
+    assert v["cache=ram"]["kept"] and v["cache=ram"]["gain"] > 0.5, v
+    assert not v["workers=2"]["kept"] and "not what was asked" in v["workers=2"]["why"], v
+    assert [c["key"] for c in doc["trials"]["kept"]] == ["cache"]
+    a = doc["applied"]
+    assert a["status"] == "complete" and not a["rolled_back"] and a["changes"][0]["after"] == "ram"
+    applied = json.loads((tmp_path / "runs" / a["run_dir"].split("/")[-1] / "profile.json").read_text())
+    assert applied["args"]["cache"] == "ram" and applied["settings"]["cache"] == "ram"
