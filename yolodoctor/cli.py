@@ -10,7 +10,7 @@ import click
 
 from yolodoctor import __version__
 from yolodoctor.errors import UsageError, YoloDoctorError
-from yolodoctor.findings import Severity, exit_code
+from yolodoctor.findings import Severity
 
 FAIL_ON = click.Choice(["info", "warning", "error"])
 

@@ -8,8 +8,6 @@ goes through html.escape.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -44,21 +42,9 @@ def check_writable(path: str | Path) -> None:
 def write_html(path: str | Path, cmp: Comparison) -> None:
     path = Path(path)
     check_writable(path)
-    text = render_html(cmp)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from yolodoctor.rundir import write_text_atomic
+
+    write_text_atomic(path, render_html(cmp))
 
 
 # --- series -----------------------------------------------------------------------------------------------------

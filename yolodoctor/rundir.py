@@ -33,16 +33,19 @@ def exclusive_dir(path: str | Path) -> Path:
     return path
 
 
-def write_json_atomic(path: str | Path, obj: Any) -> None:
-    """Write JSON next to ``path`` and rename it into place, so a reader never sees a half-written file."""
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write next to ``path`` and rename into place, so a reader never sees a half-written file. The file gets the
+    ordinary permissions of the umask (mkstemp alone would make it 0600)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=2, default=str, allow_nan=False)
-            fh.write("\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -50,3 +53,7 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
         except OSError:
             pass
         raise
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, default=str, allow_nan=False) + "\n")

@@ -209,6 +209,15 @@ def _match_token(tok: str, gpus: list[GpuInfo]) -> GpuInfo | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def visible_now() -> list[GpuInfo]:
+    """The GPUs a CUDA program started from this environment would see, via NVML; [] without NVML."""
+    nvml = Nvml.open()
+    try:
+        return visible_gpus(nvml.gpus()) if nvml.available else []
+    finally:
+        nvml.close()
+
+
 def normalise_uuid(uuid: str | None) -> str:
     return (uuid or "").upper().removeprefix("GPU-")
 

@@ -71,17 +71,13 @@ UNLOADABLE = {"DS001", "DS002", "DS005"}  # data.yaml that does not parse, lacks
 def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     """The probes `profile` runs before training (no torch import): dataset, resources, a warm decode sample and
     the configuration. Returns the facts; a data.yaml that cannot load is an InputError (exit 2)."""
-    from yolodoctor.api.nvml import Nvml, visible_gpus
+    from yolodoctor.api.nvml import visible_now
     from yolodoctor.check.dataset import check_dataset
     from yolodoctor.check.device import parse_device
     from yolodoctor.errors import InputError
 
     acc = ProbeResult()
-    nvml = Nvml.open()
-    try:
-        gpus = visible_gpus(nvml.gpus()) if nvml.available else []
-    finally:
-        nvml.close()
+    gpus = visible_now()
     dev = parse_device(args.get("device"), bool(gpus))
     acc.facts["env.device_kind"] = dev.kind
     acc.facts["env.torch_devices"] = [{"index": i} for i in range(len(gpus))]

@@ -90,15 +90,15 @@ def _fresh(path: Path) -> Path:
 
 def _apply(base_args: dict[str, Any], changes, run_dir: Path, log) -> dict[str, Any]:
     """Relaunch the whole training with the changes, profiled; on failure, roll back to the original arguments."""
+    from yolodoctor.fixing.planner import split
     from yolodoctor.profiling.runner import run_profile
 
     attempts = [("plan", changes)] if changes else []
     attempts.append(("original arguments", []))
     result: dict[str, Any] = {"rolled_back": False, "attempts": []}
     for name, cs in attempts:
-        args = {**base_args, **{c.key: c.after for c in cs if c.kind == "args"}}
-        env = {c.key: str(c.after) for c in cs if c.kind == "env"}
-        flags = {c.key: c.after for c in cs if c.kind == "torch_flags"}
+        changed, env, flags = split(cs)
+        args = {**base_args, **changed}
         log(f"applying {name}: " + (" ".join(f"{k}={v}" for k, v in args.items() if k in {c.key for c in cs})
                                     or "no change"))
         out, prof = run_profile(args, steps=None, out=_fresh(run_dir.parent / f"fix-{run_dir.name}"),

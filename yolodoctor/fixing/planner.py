@@ -49,6 +49,13 @@ class Change:
         return asdict(self)
 
 
+def split(changes: list[Change]) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
+    """The train arguments, environment variables and torch flags a list of changes sets."""
+    return ({c.key: c.after for c in changes if c.kind == "args"},
+            {c.key: str(c.after) for c in changes if c.kind == "env"},
+            {c.key: c.after for c in changes if c.kind == "torch_flags"})
+
+
 @dataclass
 class Plan:
     changes: list[Change] = field(default_factory=list)
@@ -58,15 +65,15 @@ class Plan:
 
     @property
     def args(self) -> dict[str, Any]:
-        return {c.key: c.after for c in self.changes if c.kind == "args"}
+        return split(self.changes)[0]
 
     @property
     def env(self) -> dict[str, str]:
-        return {c.key: str(c.after) for c in self.changes if c.kind == "env"}
+        return split(self.changes)[1]
 
     @property
     def torch_flags(self) -> dict[str, Any]:
-        return {c.key: c.after for c in self.changes if c.kind == "torch_flags"}
+        return split(self.changes)[2]
 
     def run_saving(self) -> dict[str, float | None]:
         """Upper bound over the planned run: the largest single gain x epochs, minus one-off costs."""

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from yolodoctor.fixing.planner import Change, Plan
+from yolodoctor.fixing.planner import Change, Plan, split
 
 MIN_GAIN = 0.03
 NOISE_FACTOR = 2.0  # with two or three repeats a spread is a rough estimate: demand a clear margin over it
@@ -29,15 +29,15 @@ class Candidate:
 
     @property
     def args(self) -> dict[str, Any]:
-        return {c.key: c.after for c in self.changes if c.kind == "args"}
+        return split(self.changes)[0]
 
     @property
     def env(self) -> dict[str, str]:
-        return {c.key: str(c.after) for c in self.changes if c.kind == "env"}
+        return split(self.changes)[1]
 
     @property
     def torch_flags(self) -> dict[str, Any]:
-        return {c.key: c.after for c in self.changes if c.kind == "torch_flags"}
+        return split(self.changes)[2]
 
 
 @dataclass

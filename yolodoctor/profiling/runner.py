@@ -34,14 +34,10 @@ def make_run_dir(out: str | Path | None, name: str = "profile") -> Path:
 
 def gpu_uuid_for(args: dict[str, Any]) -> str | None:
     """The NVML UUID of the GPU the run will use (torch's first requested ordinal under CUDA_VISIBLE_DEVICES)."""
-    from yolodoctor.api.nvml import Nvml, visible_gpus
+    from yolodoctor.api.nvml import visible_now
     from yolodoctor.check.device import parse_device
 
-    nvml = Nvml.open()
-    try:
-        gpus = visible_gpus(nvml.gpus()) if nvml.available else []
-    finally:
-        nvml.close()
+    gpus = visible_now()
     dev = parse_device(args.get("device"), bool(gpus))
     if dev.kind != "cuda" or not gpus:
         return None
