@@ -56,12 +56,10 @@ def split(changes: list[Change]) -> tuple[dict[str, Any], dict[str, str], dict[s
             {c.key: c.after for c in changes if c.kind == "torch_flags"})
 
 
-@dataclass
-class Plan:
-    changes: list[Change] = field(default_factory=list)
-    dropped: list[dict[str, Any]] = field(default_factory=list)  # proposals refused, and why
-    epochs: float | None = None
-    epoch_s: float | None = None
+class ChangeSet:
+    """What a list of ``changes`` sets, by kind (shared by Plan and a trial's Candidate)."""
+
+    changes: list[Change]
 
     @property
     def args(self) -> dict[str, Any]:
@@ -74,6 +72,14 @@ class Plan:
     @property
     def torch_flags(self) -> dict[str, Any]:
         return split(self.changes)[2]
+
+
+@dataclass
+class Plan(ChangeSet):
+    changes: list[Change] = field(default_factory=list)
+    dropped: list[dict[str, Any]] = field(default_factory=list)  # proposals refused, and why
+    epochs: float | None = None
+    epoch_s: float | None = None
 
     def run_saving(self) -> dict[str, float | None]:
         """Upper bound over the planned run: the largest single gain x epochs, minus one-off costs."""

@@ -16,28 +16,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from yolodoctor.fixing.planner import Change, Plan, split
+from yolodoctor.fixing.planner import Change, ChangeSet, Plan
 
 MIN_GAIN = 0.03
 NOISE_FACTOR = 2.0  # with two or three repeats a spread is a rough estimate: demand a clear margin over it
 
 
 @dataclass
-class Candidate:
+class Candidate(ChangeSet):
     name: str
     changes: list[Change]
-
-    @property
-    def args(self) -> dict[str, Any]:
-        return split(self.changes)[0]
-
-    @property
-    def env(self) -> dict[str, str]:
-        return split(self.changes)[1]
-
-    @property
-    def torch_flags(self) -> dict[str, Any]:
-        return split(self.changes)[2]
 
 
 @dataclass
