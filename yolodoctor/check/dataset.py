@@ -401,17 +401,12 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
     facts["dataset.download"] = dl is not None
     if dl is not None:
         text = dl if isinstance(dl, str) else repr(dl)
-        findings.append(
-            Finding(
-                id="DS006",
-                name="data-yaml-download-not-run",
-                category=CATEGORY,
-                severity=Severity.info,
-                message="data.yaml has a download: field; check did not run it (it may run Python or a shell command). "
-                "Ultralytics runs it when the val images are missing.",
-                evidence={"download": text[:300] + ("…" if len(text) > 300 else "")},
-            )
-        )
+        findings.append(_finding(
+            ("DS006", "data-yaml-download-not-run", Severity.info, None),
+            "data.yaml has a download: field; check did not run it (it may run Python or a shell command). "
+            "Ultralytics runs it when the val images are missing.",
+            {"download": text[:300] + ("…" if len(text) > 300 else "")},
+        ))
 
     for key, types in DATASET_KEY_TYPES.items():
         v = d.get(key)
@@ -434,16 +429,11 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
     task = infer_task(d, task)
     facts["dataset.task"] = task
     if task == "classify":
-        findings.append(
-            Finding(
-                id="DS010",
-                name="dataset-task-not-checked",
-                category=CATEGORY,
-                severity=Severity.info,
-                message="classification datasets (class folders) are not checked by the dataset probe",
-                evidence={"task": task},
-            )
-        )
+        findings.append(_finding(
+            ("DS010", "dataset-task-not-checked", Severity.info, None),
+            "classification datasets (class folders) are not checked by the dataset probe",
+            {"task": task},
+        ))
         _yaml_findings(problems, findings, yaml_file.name)
         facts["dataset.check_seconds"] = round(time.perf_counter() - t0, 3)
         return res
@@ -576,19 +566,11 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
         )
     if agg.empty:
         agg.empty.sort()
-        findings.append(
-            Finding(
-                id="DS103",
-                name="empty-label-file",
-                category=CATEGORY,
-                severity=Severity.info,
-                message=f"{len(agg.empty)} of {total} images have an empty label file: trained as backgrounds",
-                evidence={
-                    "files": len(agg.empty),
-                    "examples": [{"file": items[i][2]} for i in agg.empty[: L.MAX_EXAMPLES]],
-                },
-            )
-        )
+        findings.append(_finding(
+            _DEFECTS[L.EMPTY_LABEL],
+            f"{len(agg.empty)} of {total} images have an empty label file: trained as backgrounds",
+            {"files": len(agg.empty), "examples": [{"file": items[i][2]} for i in agg.empty[: L.MAX_EXAMPLES]]},
+        ))
     for code, text in (
         (L.IMG_MISSING, "are listed in a split but do not exist"),
         (L.IMG_EMPTY, "are empty (0-byte) files"),
