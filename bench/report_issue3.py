@@ -1,4 +1,4 @@
-"""Write the issue-3 GPU figures to BENCHMARKS.md from what bench/gpu_issue3.sh and bench/profiler_overhead.py left.
+"""Write the issue-3 GPU figures to BENCHMARKS.md from what bench/gpu_fixtures.sh and bench/profiler_overhead.py left.
 
     python bench/report_issue3.py --runs DIR_WITH_walls.jsonl [--runs ...] --ablation DIR [--date YYYY-MM-DD]
 """
@@ -59,7 +59,7 @@ def main() -> None:
 
 Machine: the lent NVIDIA H200 (16 cores, driver 580.159, torch 2.11, CUDA 13, Python 3.12, Ultralytics 8.4.190).
 Date: {a.date}. Dataset: `make-dataset --images 8000` (640x480 JPEG). Model yolo11n.yaml, imgsz 640, epochs=20
-(mosaic on). Commands: `PART=fixtures bash bench/gpu_issue3.sh`, `PART=compile bash bench/gpu_issue3.sh`,
+(mosaic on). Commands: `PART=fixtures bash bench/gpu_fixtures.sh`, `PART=compile bash bench/gpu_fixtures.sh`,
 `python bench/profiler_overhead.py --data DATA --out DIR --reps 2 --steps 140 --configs plain,full,notrace,traceonly`,
 then `python bench/report_issue3.py --runs ... --ablation DIR`.
 
