@@ -36,3 +36,8 @@ def test_primary_findings_match_what_the_data_shows():
     assert first["h200-defaults"] == "LA201"  # GPU 17% busy with data ready: host-bound, not the loader
     assert first["h200-fp32"] == "LA201"  # host-bound first; AMP off is real but can only speed up the busy 27%
     assert "PR201" in [f["id"] for f in snapshot(PROFILES / "h200-fp32")]
+    # the scenarios recorded after the rules were frozen (BENCHMARKS.md has what the frozen rules said)
+    assert first["h200-png-1080p"] == "DL204"  # 61% wait, 82 ms to decode a 1080p PNG: cache='ram'
+    assert first["h200-b128w16-cpu-saturated"] == "DL205"  # no wait, but 16 workers starve the training thread
+    assert first["h200-yolo11x-autobatch90"] == "RN201"  # 50 steps cannot outlast 32 prefetched batches
+    assert "MM204" not in [f["id"] for f in snapshot(PROFILES / "h200-yolo11x-autobatch90")]

@@ -38,6 +38,7 @@ def test_profile_on_cuda_records_events_trace_and_nvml(dataset, tmp_path):
     assert s["device"].startswith("cuda") and s["amp"] is True and s["channels_last"] is True
     steps = [e for e in read_events(out / "events.jsonl") if e["type"] == "step"]
     assert len(steps) == 18 and all(e["gpu_ms"] > 0 and e["loss"] is not None for e in steps)
+    assert all(e["mem_allocated_peak"] >= e["mem_allocated"] > 0 for e in steps)  # the step's peak, not its rest
     t = prof.trace["summary"]
     assert t["cuda"] is True and t["kernels_per_step"] > 50 and t["kernel_busy_ms_per_step"] > 0
     assert 0 < t["tensor_core_share"] <= 1 and t["launches_per_step"] > 0

@@ -212,22 +212,25 @@ def _event_facts(f: dict[str, Any], events: list[dict]) -> None:
         f["run.nan_recoveries"] = float(max(e.get("nan_recoveries") or 0 for e in fits))
         f["run.oom_retries"] = float(max(e.get("oom_retries") or 0 for e in fits))
     reserved = [e["mem_reserved"] for e in steps if isinstance(e.get("mem_reserved"), (int, float))]
-    allocated = [e["mem_allocated"] for e in steps if isinstance(e.get("mem_allocated"), (int, float))]
     if reserved:
         f["gpu.torch_reserved_max"] = float(max(reserved))
         if f.get("run.batch"):
             f["gpu.mem_per_image"] = f["gpu.torch_reserved_max"] / f["run.batch"]
-    if allocated and max(allocated) > 0:
-        f["gpu.torch_allocated_max"] = float(max(allocated))
-        f["gpu.reserved_over_allocated"] = float(max(reserved) / max(allocated)) if reserved else None
-        if f["gpu.reserved_over_allocated"] is None:
-            del f["gpu.reserved_over_allocated"]
-    # validation share: whole epochs only (epoch_end -> fit_epoch_end is validation + saving)
-    ends = {e.get("epoch"): e for e in events if e.get("type") == "epoch_end"}
+    # fragmentation compares the reserved pool with the steps' peak allocation; a profile that recorded only the
+    # resting allocation (mem_allocated, at batch end) cannot tell, so the fact stays missing and MM204 silent
+    peaks = [e["mem_allocated_peak"] for e in steps if isinstance(e.get("mem_allocated_peak"), (int, float))]
+    if peaks and max(peaks) > 0:
+        f["gpu.torch_allocated_max"] = float(max(peaks))
+        if reserved:
+            f["gpu.reserved_over_allocated"] = float(max(reserved) / max(peaks))
+    # validation share: whole epochs only (epoch_end -> fit_epoch_end is validation + saving). A bounded run that
+    # crossed epochs validated them for real; the epoch it stopped in skipped validation and is left out.
+    ends = {(e.get("train_index"), e.get("epoch")): e for e in events if e.get("type") == "epoch_end"}
+    stop = next((x["t"] for x in events if x.get("type") == "bounded" and "t" in x), None)
     shares = []
     for e in fits:
-        end = ends.get(e.get("epoch"))
-        if end and end.get("seconds") and not any(x.get("type") == "bounded" for x in events):
+        end = ends.get((e.get("train_index"), e.get("epoch")))
+        if end and end.get("seconds") and (stop is None or e["t"] < stop):
             val = e["t"] - end["t"]
             shares.append(val / (val + end["seconds"]))
     if shares:

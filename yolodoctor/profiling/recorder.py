@@ -130,6 +130,10 @@ class Recorder:
         if self._cuda:
             cuda = self._torch.cuda  # host-side allocator counters: no synchronisation
             rec["mem_allocated"] = cuda.memory_allocated()
+            # the step's own peak: at batch end the activations are freed, so memory_allocated() is the resting
+            # size (weights, gradients, optimizer state), not what the step needed
+            rec["mem_allocated_peak"] = cuda.max_memory_allocated()
+            cuda.reset_peak_memory_stats()
             rec["mem_reserved"] = cuda.memory_reserved()
             ev_end = cuda.Event(enable_timing=True)
             ev_end.record()
