@@ -10,6 +10,10 @@
 #              cores), large PNG images (1920x1080), a large model at 90% of GPU memory (yolo11x.yaml batch=0.9)
 #   overhead   issue 3: plain training vs `yolodoctor profile`, interleaved (bench/profiler_overhead.py)
 #   gputests   the pytest -m gpu tests
+# Wheels for the device (no ultralytics, pydantic 2.14, CEL there): once, here,
+#   ../shared/tools/device-wheels pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 \
+#     typing-inspection==0.4.5 common-expression-language==0.10.0 prompt_toolkit==3.0.52 wcwidth
+# (the CEL package imports prompt_toolkit); carry .whl and install them first (see the device tool's README).
 set -uo pipefail
 OUT_DIR=${OUT_DIR:-bench/out/gpu3}
 DATA_DIR=${DATA_DIR:-bench/out/ds8k}

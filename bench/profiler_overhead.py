@@ -7,9 +7,9 @@ Configurations: plain (bench/plain_train.py), full (`yolodoctor profile`), notra
 (--sample-hz 0: the trace window without the sampler), nogpu (--no-trace --no-gpu-telemetry).
 
 Runs plain training (bench/plain_train.py: one timestamp per step) and `yolodoctor profile` (recorder, sampler,
-trace window at steps 10-14, no loader timing) interleaved A B A B ..., each bounded to the same number of steps, and
-compares images/s over the same steady window (steps 60 to the end, well past the trace window and a full queue
-depth of 8 workers x 4). Writes DIR/overhead.json; prints a table.
+trace window on the last 5 steps, no loader timing) interleaved A B A B ..., each bounded to the same number of steps, and
+compares images/s over the same steady window (steps 60 to the last 10: past a full queue depth of 8 workers x 4,
+before the trace window on the last 5 steps). Writes DIR/overhead.json; prints a table.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from pathlib import Path
 FIRST = 60
 
 
-def rate(ends: list[float], images: list[int], first: int = FIRST) -> float:
-    span = ends[-1] - ends[first - 1]
-    return sum(images[first:]) / span
+def rate(ends: list[float], images: list[int], first: int = FIRST, tail: int = 10) -> float:
+    """images/s over steps [first, len - tail): the profiler traces its last 5 steps, which are left out for both."""
+    last = len(ends) - tail
+    return sum(images[first:last]) / (ends[last - 1] - ends[first - 1])
 
 
 def plain(args, out: Path, words: list[str]) -> float:

@@ -1,0 +1,175 @@
+"""Write the profiler's H200 figures (issue 3) to BENCHMARKS.md: time to a written profile and profiler overhead.
+
+    python bench/report_profiler_gpu.py collect OUT.json --walls WALLS.jsonl... --runs RUN_DIR... --overhead DIR...
+    python bench/report_profiler_gpu.py report RESULTS.json
+
+`collect` keeps what the report needs from the directories that bench/gpu_fixtures.sh left (PART=fixtures,
+scenarios, overhead): each profile's wall time and event timeline, and each overhead run's per-step end times, in
+one small JSON (bench/results/). `report` computes the figures from that JSON and writes the BENCHMARKS section.
+
+Overhead: plain training (bench/plain_train.py) and `yolodoctor profile` run interleaved, 140 steps each; images/s
+are compared over steps 60-129: past a full prefetch queue (8 workers x 4) and before the profiler's trace window
+(its last 5 steps), so that what is compared is the recorder and the sampler, not the trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_section  # noqa: E402
+
+FIRST, LAST = 60, 130  # steps [FIRST, LAST): the compared window
+
+
+def _steps(run: Path) -> list[dict]:
+    return sorted((e for e in map(json.loads, open(run / "events.jsonl")) if e.get("type") == "step"),
+                  key=lambda e: e["step"])
+
+
+def collect(a) -> None:
+    out = {"profiles": [], "overhead": []}
+    for w in a.walls:
+        for line in open(w):
+            row = json.loads(line)
+            run = next((r for r in a.runs if r.name == row["name"]), None)
+            if run is None:
+                continue
+            ev = [json.loads(x) for x in open(run / "events.jsonl")]
+            t0 = ev[0]["t"]
+            marks = {e["type"]: round(e["t"] - t0, 2) for e in ev if e["type"] != "step"}
+            steps = [e for e in ev if e["type"] == "step"]
+            prof = json.loads((run / "profile.json").read_text())
+            out["profiles"].append({**row, "marks": marks, "steps": len(steps),
+                                    "first_step_s": round(steps[0]["t0"] - t0, 2),
+                                    "last_step_s": round(steps[-1]["t1"] - t0, 2),
+                                    "compile_active": prof["settings"].get("compile_active")})
+    for batch, d in enumerate(a.overhead):
+        for f in d.glob("plain-*.json"):
+            x = json.loads(f.read_text())
+            out["overhead"].append({"batch": batch, "order": int(f.stem.split("-")[-1]), "config": "plain",
+                                    "ends": x["ends"], "images": x["images"]})
+        for run in d.glob("prof-*"):
+            s = _steps(run)
+            out["overhead"].append({"batch": batch, "order": int(run.name.split("-")[-1]),
+                                    "config": run.name.split("-")[1], "ends": [e["t1"] for e in s],
+                                    "images": [e["images"] for e in s],
+                                    "traced": [e["step"] for e in s if e.get("traced")]})
+    Path(a.out).write_text(json.dumps(out))
+
+
+def rate(r: dict) -> float:
+    assert not set(r.get("traced", [])) & set(range(FIRST - 1, LAST)), "the window must not hold traced steps"
+    return sum(r["images"][FIRST:LAST]) / (r["ends"][LAST - 1] - r["ends"][FIRST - 1])
+
+
+def slices(r: dict) -> str:
+    d = [(b - a) * 1000 for a, b in zip(r["ends"], r["ends"][1:])]
+    return " ".join(f"{statistics.median(d[i:i + 10]):.0f}" for i in range(0, min(len(d), LAST), 20))
+
+
+def spread(v: list[float]) -> str:
+    return f"{statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})"
+
+
+def report(a) -> None:
+    res = json.loads(Path(a.results).read_text())
+    walls = []
+    for p in res["profiles"]:
+        m = p["marks"]
+        trace_s = m.get("trace", 0) - p["last_step_s"] if "trace" in m else 0
+        loader_s = m.get("loader_capacity", 0) - m.get("loader_capacity_start", 0)
+        walls.append(f"| {p['name']} | {p['wall_s']:.1f} | {m.get('train_begin', 0):.1f} | "
+                     f"{p['first_step_s'] - m.get('train_begin', 0):.1f} | {p['steps']} in "
+                     f"{p['last_step_s'] - p['first_step_s']:.1f} | {trace_s:.1f} | {loader_s:.1f} | "
+                     f"{p['wall_s'] - m.get('run_end', p['wall_s']):.1f} |")
+    rows, by = [], {}
+    for r in sorted(res["overhead"], key=lambda r: (r["batch"], r["order"])):
+        ips = rate(r)
+        by.setdefault((r["batch"], r["config"]), []).append(ips)
+        rows.append(f"| {r['batch'] + 1} | {r['config']} | {ips:.1f} | {slices(r)} |")
+    batches = sorted({b for b, _ in by})
+    ratio_rows = []
+    for b in batches + ["all"]:
+        pick = (lambda c: [v for (bb, cc), vs in by.items() if cc == c for v in vs]) if b == "all" else \
+            (lambda c, b=b: by.get((b, c), []))
+        plain, full = pick("plain"), pick("full")
+        if plain and full:
+            ratio_rows.append(f"| {b if b == 'all' else b + 1} | {len(plain)} + {len(full)} | {spread(plain)} | "
+                              f"{spread(full)} | {statistics.median(full) / statistics.median(plain):.3f} | "
+                              f"{(max(plain) - min(plain)) / statistics.median(plain):.0%} |")
+    body = f"""## Profiler on the H200 (issue 3)
+
+Machine: the lent NVIDIA H200 (16 cores, driver 580.159, torch 2.11, CUDA 13, Python 3.12, Ultralytics 8.4.190).
+Date: {a.date}. Dataset: `make-dataset --images 8000` (640x480 JPEG). Model yolo11n.yaml, imgsz 640, epochs=20
+(mosaic on). Commands: `PART=fixtures bash bench/gpu_fixtures.sh` (then `scenarios`, `overhead` with REPS=5 and a
+second batch of 3), `python bench/report_profiler_gpu.py collect ...` (kept in bench/results/), then
+`python bench/report_profiler_gpu.py report bench/results/profiler-gpu-2026-12-02.json`.
+
+### Time from start to a written profile, default `--steps`
+
+Seconds from the command's start; the columns split the run using its own event timeline (Ultralytics' setup:
+model build, first label scan, AMP check; the bounded steps; summarising the trace; timing the loader alone; the
+imports and quick check before the run starts, and the diagnosis after the profile is written). Runs on a fresh dataset (the first one scans the 8,000 labels).
+
+| run | wall s | to train start | setup to first step | steps in s | trace summary s | loader timing s | before and after the run s |
+|---|---|---|---|---|---|---|---|
+{chr(10).join(walls)}
+
+Goal <= 60 s with compile excluded: missed by the defaults run ({res['profiles'][0]['wall_s']:.0f} s on a fresh
+dataset), met by workers0 and fp32 (50-56 s); the three issue-4 scenarios are longer by design (217 steps at batch
+128; a 43 s first scan of the 1080p PNGs; autobatch and a 57M-parameter model). Where the time goes: about 11 s
+before training starts and 7-12 s outside the run (imports, the check probe, the diagnosis), Ultralytics' setup
+(9 s with the first label scan), about 6-10 s to export and summarise the trace after its 5 steps, and 8 s (default
+`--loader-seconds`) plus the first batch to time the loader alone. What would close the gap: summarising the
+trace while the loader is timed (both run after the measured steps), and a shorter loader timing when its rate
+is already stable. The three fixture runs' diagnosis failed on that machine for a missing dependency
+(`prompt_toolkit`, which the CEL package imports; the profiles had been written and are complete); the device
+wheel list now carries it.
+
+### Profiler overhead (images/s outside the trace window)
+
+Interleaved plain / profiled runs, 140 steps each, Ultralytics defaults (batch 16, workers 8); images/s over steps
+{FIRST}-{LAST - 1} (no traced step inside). The last column is the median step time (ms) of 10-step slices every
+20 steps.
+
+| batch | config | images/s | median step ms at steps 0, 20, 40, ... |
+|---|---|---|---|
+{chr(10).join(rows)}
+
+| batch | runs plain + full | plain images/s median (range) | full images/s median (range) | full / plain | spread of plain |
+|---|---|---|---|---|---|
+{chr(10).join(ratio_rows)}
+
+Not demonstrated: the goal is an overhead of at most 2%, and the spread of *plain* training alone between runs on
+this machine is 20-40% (step times of 45 ms in one run, 70 ms in the next, with the same arguments). In the first
+batch the profiled runs' median was within 3% of plain's; in the second, later batch plain ran at 290-335 images/s
+and every profiled run slower (212-277). A 2% effect cannot be resolved from run-to-run comparisons at this noise;
+the next GPU session measures it inside one run instead (the sampler switched on and off in alternate blocks of
+steps; the recorder's per-step cost timed directly), which removes the between-run variance.
+"""
+    print(body)
+    write_section("profiler-gpu", body)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect")
+    c.add_argument("out")
+    c.add_argument("--walls", type=Path, nargs="+", required=True)
+    c.add_argument("--runs", type=Path, nargs="+", required=True)
+    c.add_argument("--overhead", type=Path, nargs="+", required=True)
+    r = sub.add_parser("report")
+    r.add_argument("results")
+    r.add_argument("--date", default="2026-12-02")
+    a = ap.parse_args()
+    collect(a) if a.cmd == "collect" else report(a)
+
+
+if __name__ == "__main__":
+    main()
