@@ -2,13 +2,14 @@
 # The recorded H200 profiles (fixtures/profiles/h200-*), the profiler overhead and the GPU tests, in parts.
 # Resumable: each part writes its result under $OUT_DIR and is skipped when that result exists, so a part cut off
 # by the device's 10-minute limit goes on where it stopped in the next command on the same (warm) machine.
-#   PART=fixtures|compile|scenarios|overhead|gputests bash bench/gpu_fixtures.sh   (repo root, wheels installed)
+#   PART=fixtures|compile|scenarios|overhead|inrun|gputests bash bench/gpu_fixtures.sh   (repo root, wheels installed)
 # Parts:
 #   fixtures   issue 3: Ultralytics defaults, workers=0, amp=False
 #   compile    issue 3: batch=64 workers=16 compile=reduce-overhead (about 130 s of compilation)
 #   scenarios  issue 4 (recorded after the rules were frozen): CPU-saturated loader (batch=128 workers=16 on 16
 #              cores), large PNG images (1920x1080), a large model at 90% of GPU memory (yolo11x.yaml batch=0.9)
 #   overhead   issue 3: plain training vs `yolodoctor profile`, interleaved (bench/profiler_overhead.py)
+#   inrun      issue 3: the sampler switched on and off inside each profiled run (between-run noise removed)
 #   gputests   the pytest -m gpu tests
 # Wheels for the device (no ultralytics, pydantic 2.14, CEL there): once, here,
 #   ../shared/tools/device-wheels pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 \
@@ -64,6 +65,10 @@ case "${PART:-fixtures}" in
   overhead)
     [ -f "$OUT_DIR/overhead/overhead.json" ] || python3 bench/profiler_overhead.py --data "$DATA" \
       --out "$OUT_DIR/overhead" --reps "${REPS:-3}" --steps "${STEPS:-140}" --configs "${CONFIGS:-plain,full}"
+    ;;
+  inrun)  # the sampler's cost inside one run (on/off blocks of 3 s), and the recorder's own time per step
+    [ -f "$OUT_DIR/inrun/overhead.json" ] || python3 bench/profiler_overhead.py --data "$DATA" \
+      --out "$OUT_DIR/inrun" --reps "${REPS:-3}" --steps 400 --configs duty
     ;;
   gputests)
     [ -f "$OUT_DIR/gputests.log" ] || python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu > "$OUT_DIR/gputests.log" 2>&1

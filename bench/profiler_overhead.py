@@ -4,7 +4,9 @@
            [--configs plain,full,notrace,traceonly] [KEY=VALUE ...]
 
 Configurations: plain (bench/plain_train.py), full (`yolodoctor profile`), notrace (--no-trace), traceonly
-(--sample-hz 0: the trace window without the sampler), nogpu (--no-trace --no-gpu-telemetry).
+(--sample-hz 0: the trace window without the sampler), nogpu (--no-trace --no-gpu-telemetry), duty (`profile` with
+the sampler switched on and off every 3 s: its cost measured inside one run, see duty_effect; use --steps 400).
+The recorder's own cost per step is in each profile's summary (recorder_us_per_step).
 
 Runs plain training (bench/plain_train.py: one timestamp per step) and `yolodoctor profile` (recorder, sampler,
 trace window on the last 5 steps, no loader timing) interleaved A B A B ..., each bounded to the same number of steps, and
@@ -41,20 +43,55 @@ def plain(args, out: Path, words: list[str]) -> float:
 
 
 FLAGS = {"full": [], "notrace": ["--no-trace"], "traceonly": ["--sample-hz", "0"],
-         "nogpu": ["--no-trace", "--no-gpu-telemetry"]}
+         "nogpu": ["--no-trace", "--no-gpu-telemetry"], "duty": []}
+DUTY = "3,3"  # the `duty` config: the sampler samples 3 s, pauses 3 s, ... within one profiled run
 
 
-def profiled(args, out: Path, words: list[str], config: str = "full") -> tuple[float, float]:
+def duty_effect(run: Path, first: int = FIRST, tail: int = 10) -> dict:
+    """Within one run: median step interval while the sampler samples vs while it pauses (steps wholly inside a
+    block). The between-run spread of this machine does not enter: the same process, the same minute."""
+    steps = sorted((e for e in map(json.loads, open(run / "events.jsonl")) if e.get("type") == "step"),
+                   key=lambda e: e["step"])
+    switches = [(r["t"], r["type"] == "sampler_resume") for r in map(json.loads, open(run / "samples.jsonl"))
+                if r.get("type") in ("sampler_pause", "sampler_resume")]
+    start = next(json.loads(line)["t"] for line in open(run / "samples.jsonl"))
+
+    def state(t0: float, t1: float) -> bool | None:
+        on, edges = True, [start] + [t for t, _ in switches]
+        states = [True] + [v for _, v in switches]
+        for i, edge in enumerate(edges):
+            nxt = edges[i + 1] if i + 1 < len(edges) else float("inf")
+            if edge <= t0 and t1 <= nxt:
+                return states[i]
+        return None  # spans a switch
+
+    on, off = [], []
+    for a, b in zip(steps[first - 1:len(steps) - tail - 1], steps[first:len(steps) - tail]):
+        st = state(a["t1"], b["t1"])
+        if st is not None:
+            (on if st else off).append(b["t1"] - a["t1"])
+    return {"steps_on": len(on), "steps_off": len(off),
+            "median_on_ms": 1000 * statistics.median(on) if on else None,
+            "median_off_ms": 1000 * statistics.median(off) if off else None,
+            "on_over_off": statistics.median(on) / statistics.median(off) if on and off else None}
+
+
+def profiled(args, out: Path, words: list[str], config: str = "full") -> tuple[float, float, dict | None]:
     run = out / f"prof-{config}-{time.monotonic_ns()}"
     t = time.monotonic()
+    env = {**os.environ, **({"YOLODOCTOR_SAMPLER_DUTY": DUTY} if config == "duty" else {})}
     subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={args.data}", *words, "--steps",
                     str(args.steps), "--loader-seconds", "0", *FLAGS[config], "--out", str(run)], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, env=env)
+    eff = duty_effect(run) if config == "duty" else None
+    if eff:
+        print(f"  duty: sampled {eff['median_on_ms']} ms/step ({eff['steps_on']} steps), paused "
+              f"{eff['median_off_ms']} ms/step ({eff['steps_off']}): ratio {eff['on_over_off']}", file=sys.stderr)
     wall = time.monotonic() - t
     steps = [json.loads(line) for line in open(run / "events.jsonl")]
     steps = [s for s in steps if s.get("type") == "step"]
     steps.sort(key=lambda s: s["step"])
-    return rate([s["t1"] for s in steps], [s["images"] for s in steps]), wall
+    return rate([s["t1"] for s in steps], [s["images"] for s in steps]), wall, eff
 
 
 def main() -> None:
@@ -73,9 +110,9 @@ def main() -> None:
     rows = []
     for i in range(a.reps):
         for c in configs:  # interleaved: plain full ... plain full ...
-            r, wall = (plain(a, a.out, words), None) if c == "plain" else profiled(a, a.out, words, c)
+            r, wall, eff = (plain(a, a.out, words), None, None) if c == "plain" else profiled(a, a.out, words, c)
             rates[c].append(r)
-            rows.append({"rep": i, "config": c, "images_per_s": r, "profile_wall_s": wall})
+            rows.append({"rep": i, "config": c, "images_per_s": r, "profile_wall_s": wall, "duty": eff})
             print(f"rep {i} {c}: {r:.1f} img/s", file=sys.stderr)
     base = statistics.median(rates["plain"]) if rates.get("plain") else None
     summary = {c: {"median": statistics.median(v), "min": min(v), "max": max(v),

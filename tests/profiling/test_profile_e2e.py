@@ -107,5 +107,8 @@ def test_trace_window_and_loader_capacity_on_cpu(dataset, tmp_path):
     assert json.loads(gzip.open(out / "trace.json.gz").read())["traceEvents"]
     traced = [e["step"] for e in read_events(out / "events.jsonl") if e["type"] == "step" and e.get("traced")]
     assert traced == [11, 12, 13, 14, 15]
+    # the recorder times itself: a few tens of microseconds per step on this CPU, far below a step
+    us = prof.summary["recorder_us_per_step"]
+    assert 0 < us < 0.02 * 1e6 * prof.summary["step_s_median"], us
     cap = prof.loader_capacity
     assert cap["images_per_s"] > 0 and cap["batches"] > 2 and cap["workers"] == 0

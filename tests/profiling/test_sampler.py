@@ -579,6 +579,43 @@ def test_run_writes_start_samples_on_a_fixed_grid_and_end(tmp_path):
     assert recs[-1]["overruns"] == 2
 
 
+def test_duty_cycle_samples_in_blocks_and_marks_each_switch(tmp_path):
+    world = FakePsutil()
+    s = make(world, tmp_path)
+    out = tmp_path / "s.jsonl"
+    clock = [100.0]
+    calls = []
+
+    def wait(seconds):
+        clock[0] += seconds
+
+    def stop():
+        calls.append(clock[0])
+        if len(calls) == 25:  # 5 s at 5 Hz
+            world.procs[MAIN]["dead"] = True
+        return None
+
+    with open(out, "w") as f:
+        s.run(f, hz=5, stop=stop, wait=wait, clock=lambda: clock[0], duty=(1.0, 1.5))
+    recs = read_records(out)
+    kinds = [r["type"] for r in recs if r["type"] != "sample"]
+    assert kinds == ["sampler_start", "sampler_pause", "sampler_resume", "sampler_pause", "sampler_end"]
+    switches = [round(r["t"], 6) for r in recs if r["type"] in ("sampler_pause", "sampler_resume")]
+    assert switches == [101.0, 102.6, 103.6]  # on [100, 101), off [101, 102.5), on [102.5, 103.5) on the 0.2 s grid
+    samples = [round(r["t"], 6) for r in recs if r["type"] == "sample"]
+    assert samples == [100.2, 100.4, 100.6, 100.8, 102.6, 102.8, 103.0, 103.2, 103.4]
+    assert recs[-1]["samples"] == len(samples)
+
+
+@pytest.mark.parametrize("text", ["1", "a,b", "0,1", "1,-1", "1,2,3"])
+def test_a_bad_duty_is_refused(text):
+    from yolodoctor.profiling.sampler import parse_duty
+
+    with pytest.raises(ValueError, match="--duty"):
+        parse_duty(text)
+    assert parse_duty("2,3") == (2.0, 3.0) and parse_duty(None) is None
+
+
 def test_write_record_is_strict_json(tmp_path):
     import io
 

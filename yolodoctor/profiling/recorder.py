@@ -46,6 +46,7 @@ class Recorder:
         self.steps = 0  # steps of this train() call
         self.total_steps = 0
         self.bounded = False
+        self.cost_s = 0.0  # seconds spent in the step callbacks, this train() call
         self._reset_epoch_state()
         self._pending: deque = deque()
         self._cuda = False
@@ -74,6 +75,7 @@ class Recorder:
         self.train_index += 1
         self.steps = 0
         self.bounded = False
+        self.cost_s = 0.0
         self.events.write("train_begin", train_index=self.train_index, rank=self.rank, tid=self.tid,
                           trainer=type(trainer).__name__)
 
@@ -95,6 +97,7 @@ class Recorder:
         self.events.write("epoch_start", epoch=trainer.epoch, train_index=self.train_index, mosaic=self.last_mosaic)
 
     def on_train_batch_start(self, trainer) -> None:
+        c0 = time.perf_counter()
         now = time.monotonic()
         self.t_start = now
         self.wait = now - self.last_end if self.last_end is not None else None
@@ -103,10 +106,12 @@ class Recorder:
         if self._cuda:
             self.ev_start = self._torch.cuda.Event(enable_timing=True)
             self.ev_start.record()
+        self.cost_s += time.perf_counter() - c0  # the recorder's own time in the hot path (the trace's is not)
         if self.trace is not None:
             self.trace.before_step(self.steps)
 
     def on_train_batch_end(self, trainer) -> None:
+        c0 = time.perf_counter()
         now = time.monotonic()
         nb = len(trainer.train_loader)
         n = len(trainer.train_loader.dataset)
@@ -142,6 +147,7 @@ class Recorder:
         else:
             rec["loss"] = _num(loss) if loss is not None else None
             self._emit(rec)
+        self.cost_s += time.perf_counter() - c0
         if self.trace is not None:
             self.trace.after_step(self.steps)
         self.i += 1
@@ -165,7 +171,8 @@ class Recorder:
 
     def on_train_end(self, trainer) -> None:
         self._flush_ready(wait=True)
-        self.events.write("train_end", train_index=self.train_index, steps=self.steps, bounded=self.bounded)
+        self.events.write("train_end", train_index=self.train_index, steps=self.steps, bounded=self.bounded,
+                          recorder_s=round(self.cost_s, 6))
         if self.on_end:
             self.on_end(trainer)
 

@@ -710,15 +710,21 @@ class Sampler:
     # -- the loop -------------------------------------------------------------------------------------------------
 
     def run(self, out: IO[str], hz: float = 5.0, stop: Callable[[], str | None] = lambda: None,
-            wait: Callable[[float], None] | None = None, clock: Callable[[], float] = time.monotonic) -> str:
+            wait: Callable[[float], None] | None = None, clock: Callable[[], float] = time.monotonic,
+            duty: tuple[float, float] | None = None) -> str:
         """Write start, samples every 1/hz s on a fixed grid (no drift: a late tick is skipped, not shifted), and an
-        end record. ``stop()`` returns a reason to stop, or None; ``wait(seconds)`` sleeps (and may return early)."""
+        end record. ``stop()`` returns a reason to stop, or None; ``wait(seconds)`` sleeps (and may return early).
+
+        ``duty=(on_s, off_s)`` (a benchmark's knob, see bench/profiler_overhead.py) samples for on_s seconds, then
+        reads nothing for off_s, and so on, writing ``sampler_pause``/``sampler_resume`` at each switch: the steps of
+        one training run then fall in sampled and unsampled blocks, so the sampler's cost is measured within a run."""
         wait = wait or time.sleep
         period = 1.0 / hz
         t_start = clock()
         cpu_start = time.process_time()
         write_record(out, self.start_record(t_start))
         n = overruns = errors = 0
+        sampling = True
         next_t = t_start + period
         reason: str | None = None
         while True:
@@ -733,6 +739,15 @@ class Sampler:
             now = clock()
             if now < next_t:  # woken early but not stopped: sleep the rest
                 continue
+            if duty is not None:
+                on = (now - t_start) % (duty[0] + duty[1]) < duty[0]
+                if on != sampling:
+                    sampling = on
+                    write_record(out, {"type": "sampler_resume" if on else "sampler_pause", "t": now,
+                                       "wall": time.time()})
+                if not on:
+                    next_t += period
+                    continue
             try:
                 rec = self.sample(now)
             except Exception as e:  # sample() guards its sections; this is a last line of defence
@@ -877,13 +892,35 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--roles", default=None, help='JSON file {"<pid>": "train_worker"|"val_worker"|...}')
     p.add_argument("--tid", type=int, default=None, help="native id of the training thread")
     p.add_argument("--no-gpu", action="store_true", help="do not query NVML (GPU telemetry off)")
+    p.add_argument("--duty", default=os.environ.get(DUTY_ENV), metavar="ON,OFF",
+                   help=f"sample ON seconds, pause OFF seconds, repeat (benchmarks; default from ${DUTY_ENV})")
     return p
+
+
+DUTY_ENV = "YOLODOCTOR_SAMPLER_DUTY"
+
+
+def parse_duty(text: str | None) -> tuple[float, float] | None:
+    if not text:
+        return None
+    try:
+        on, off = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--duty must be ON,OFF seconds, got {text!r}") from None
+    if not (on > 0 and off > 0):
+        raise ValueError(f"--duty must be two positive numbers of seconds, got {text!r}")
+    return on, off
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not args.hz > 0:
         print("sampler: --hz must be positive", file=sys.stderr)
+        return 2
+    try:
+        duty = parse_duty(args.duty)
+    except ValueError as e:
+        print(f"sampler: {e}", file=sys.stderr)
         return 2
     stopping: list[str] = []
     r_fd, w_fd = os.pipe()
@@ -908,7 +945,7 @@ def main(argv: list[str] | None = None) -> int:
             sampler = Sampler(args.pid, tid=args.tid, roles_path=args.roles, gpu_uuid=args.gpu_uuid,
                               nvml=Nvml(None, "GPU telemetry turned off (--no-gpu)") if args.no_gpu else None)
             try:
-                sampler.run(out, args.hz, stop=lambda: stopping[0] if stopping else None, wait=wait)
+                sampler.run(out, args.hz, stop=lambda: stopping[0] if stopping else None, wait=wait, duty=duty)
             finally:
                 sampler.nvml.close()
     except OSError as e:  # cannot write the file (disk full, directory gone): nothing more to do

@@ -17,11 +17,19 @@ def summarise(events: list[dict], settings: dict[str, Any] | None = None) -> dic
     under ``per_train``."""
     trains = sorted({e.get("train_index", 0) for e in steps_of(events)})
     if len(trains) <= 1:
-        return summarise_train(steps_of(events), settings or _settings(events, trains[0] if trains else 0))
+        t = trains[0] if trains else 0
+        return summarise_train(steps_of(events), settings or _settings(events, t)) | _recorder_cost(events, t)
     per = [summarise_train([s for s in steps_of(events) if s.get("train_index", 0) == t], _settings(events, t))
-           | {"train_index": t} for t in trains]
+           | _recorder_cost(events, t) | {"train_index": t} for t in trains]
     main = max(per, key=lambda d: d["steps"])
     return {**main, "per_train": per}
+
+
+def _recorder_cost(events: list[dict], train_index: int) -> dict[str, Any]:
+    """The recorder's own time per step in the training thread (it times its step callbacks, trace excluded)."""
+    end = next((e for e in events if e.get("type") == "train_end" and e.get("train_index", 0) == train_index
+                and isinstance(e.get("recorder_s"), (int, float)) and e.get("steps")), None)
+    return {"recorder_us_per_step": 1e6 * end["recorder_s"] / end["steps"]} if end else {}
 
 
 def _settings(events: list[dict], train_index: int) -> dict[str, Any]:

@@ -194,7 +194,7 @@ class TraceWindow:
 def export_gz(prof, dest: Path) -> str:
     tmp = dest.with_suffix("")  # trace.json
     prof.export_chrome_trace(str(tmp))
-    with open(tmp, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as dst:
+    with open(tmp, "rb") as src, gzip.open(dest, "wb", compresslevel=1) as dst:
         shutil.copyfileobj(src, dst)
     os.unlink(tmp)
     return dest.name
