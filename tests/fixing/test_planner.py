@@ -1,6 +1,7 @@
 """The planner honours the machine's measured limits and the safe/unsafe line."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -82,4 +83,7 @@ def test_fix_command_on_a_recorded_profile():
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["command"] == "fix" and doc["trials"] == []
-    assert doc["plan"]["args"]["workers"] == 3 and doc["plan"]["changes"][0]["reason"].startswith("DL201")
+    f = doc["facts"]  # DL201's rule: enough workers for 1.3x what the GPU side consumes, at the rate per worker
+    want = min(f["cpu.count"] - 1, max(1, math.ceil(1.3 * (f["run.batch"] / f["run.compute_s"])
+                                                   / f["loader.capacity_images_per_s"])))
+    assert doc["plan"]["args"]["workers"] == int(want) and doc["plan"]["changes"][0]["reason"].startswith("DL201")

@@ -75,3 +75,46 @@ def test_attach_from_a_notebook(dataset, tmp_path):
     prof = record.load(out)
     assert prof.mode == "attach" and prof.status == "complete" and prof.summary["steps"] == 5
     assert any(e["type"] == "sample" for e in read_events(out / "samples.jsonl"))
+
+
+def test_fix_apply_reaches_an_unedited_script_and_its_custom_trainer(dataset, tmp_path):
+    import json
+
+    script = SCRIPTS / "train_twice_custom.py"
+    before = script.read_bytes()
+    p, out = profile(tmp_path, sys.executable, script, dataset, tmp_path / "ul")
+    assert p.returncode == 0, p.stderr[-2000:]
+    f = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", str(out), "--apply", "--try", "batch=2", "--json"],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env={**os.environ, "YOLO_OFFLINE": "1"})
+    assert f.returncode == 0, f.stderr[-2000:]
+    applied = json.loads(f.stdout)["applied"]
+    assert applied["status"] == "complete" and not applied["rolled_back"]
+    run = Path(applied["run_dir"])
+    events = list(read_events(run / "events.jsonl"))
+    # both train() calls of the program, the plain trainer and the subclass, ran with the override...
+    assert [e["trainer"] for e in events if e["type"] == "overrides"] == ["DetectionTrainer", "MyTrainer"]
+    assert [e["settings"]["batch"] for e in events if e["type"] == "settings"] == [2, 2]
+    # ...whole (no --steps: the applied run is the real training), and the program's file was not touched
+    prof = record.load(run)
+    assert prof.mode == "script" and prof.status == "complete" and prof.steps_limit is None
+    assert script.read_bytes() == before
+
+
+def test_the_trainer_is_left_alone_when_the_run_asks_for_no_override(tmp_path, monkeypatch):
+    import types
+
+    from yolodoctor.profiling import hooks
+    from yolodoctor.profiling.session import ENV_RUN_DIR
+
+    (tmp_path / "spec.json").write_text('{"overrides": {}, "torch_flags": {}}')
+    monkeypatch.setenv(ENV_RUN_DIR, str(tmp_path))
+
+    class Base:
+        def __init__(self, cfg=None, overrides=None, _callbacks=None):
+            self.overrides = overrides
+
+    module = types.SimpleNamespace(BaseTrainer=Base, DEFAULT_CFG={})
+    original = Base.__init__
+    hooks.patch_trainer(module)
+    assert Base.__init__ is original  # a profile (not a fix) runs the user's trainer exactly as written

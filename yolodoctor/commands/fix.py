@@ -51,8 +51,10 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
     if tries:
         extra = user_candidates(tries, d.profile.settings)
         p.changes += [c for c in extra if c.key not in {x.key for x in p.changes}]
-    if (verify or apply) and d.profile.mode != "args":
-        raise UsageError("--verify/--apply need a run profiled with KEY=VALUE arguments (script mode: not yet)")
+    if (verify or apply) and d.profile.mode not in ("args", "script"):
+        raise UsageError(f"--verify/--apply replay a training; {run_dir} was recorded with yolodoctor.attach() "
+                         "(a notebook): profile it with KEY=VALUE arguments or `-- python train.py` first")
+    command = list(d.profile.command or []) if d.profile.mode == "script" else None
     if (verify or apply) and d.profile.host != host_id() and not yes:
         raise UsageError(f"{run_dir} was recorded on {d.profile.host or 'another machine'}; replaying its training "
                          "here needs --yes")
@@ -63,9 +65,10 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
         from yolodoctor.fixing.trials import run_trials
 
         base = dict(d.profile.args)
-        trials = run_trials(base, p, out_dir=_fresh(run_dir.parent / f"trials-{run_dir.name}"), reps=reps, log=log)
+        trials = run_trials(base, p, out_dir=_fresh(run_dir.parent / f"trials-{run_dir.name}"), reps=reps, log=log,
+                            command=command)
         chosen = trials.kept
-    applied = _apply(d.profile.args, chosen, run_dir, log) if apply else None
+    applied = _apply(d.profile.args, chosen, run_dir, log, command) if apply else None
     if as_json:
         report.dump_json(report.envelope("fix", d.findings, d.facts, run_dir=str(run_dir), plan=p.to_dict(),
                                          trials=trials.to_dict() if trials else [], applied=applied))
@@ -88,21 +91,26 @@ def _fresh(path: Path) -> Path:
     return candidate
 
 
-def _apply(base_args: dict[str, Any], changes, run_dir: Path, log) -> dict[str, Any]:
-    """Relaunch the whole training with the changes, profiled; on failure, roll back to the original arguments."""
+def _apply(base_args: dict[str, Any], changes, run_dir: Path, log, command: list[str] | None = None
+           ) -> dict[str, Any]:
+    """Relaunch the whole training with the changes, profiled; on failure, roll back to the original arguments.
+    A script runs unedited: its trainers receive the changed arguments through the injected hook."""
     from yolodoctor.fixing.planner import split
-    from yolodoctor.profiling.runner import run_profile
+    from yolodoctor.errors import Interrupted
+    from yolodoctor.profiling.runner import run_profile, stopped_by_signal
 
     attempts = [("plan", changes)] if changes else []
     attempts.append(("original arguments", []))
     result: dict[str, Any] = {"rolled_back": False, "attempts": []}
     for name, cs in attempts:
         changed, env, flags = split(cs)
-        args = {**base_args, **changed}
-        log(f"applying {name}: " + (" ".join(f"{k}={v}" for k, v in args.items() if k in {c.key for c in cs})
-                                    or "no change"))
-        out, prof = run_profile(args, steps=None, out=_fresh(run_dir.parent / f"fix-{run_dir.name}"),
+        log(f"applying {name}: " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "no change"))
+        out, prof = run_profile(None if command else dict(base_args), command=command, overrides=changed,
+                                steps=None, out=_fresh(run_dir.parent / f"fix-{run_dir.name}"),
                                 env_extra=env, torch_flags=flags, loader_seconds=0)
+        if (code := stopped_by_signal(prof)) is not None:  # Ctrl-C / SIGTERM: stop here, no rollback run
+            raise Interrupted(f"{prof.reason}: fix --apply stopped; the run so far is saved in {out}, marked "
+                              "incomplete", code)
         result["attempts"].append({"name": name, "run_dir": str(out), "status": prof.status, "reason": prof.reason})
         result.update(run_dir=str(out), status=prof.status, applied=name,
                       changes=[c.to_dict() for c in cs])

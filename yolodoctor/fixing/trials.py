@@ -127,8 +127,12 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
 
 
 def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: int = 2, steps: int | str = "auto",
-               base_env: dict[str, str] | None = None, log: Callable[[str], None] = lambda m: None) -> TrialReport:
-    from yolodoctor.profiling.runner import run_profile
+               base_env: dict[str, str] | None = None, log: Callable[[str], None] = lambda m: None,
+               command: list[str] | None = None) -> TrialReport:
+    """``command``: a script-mode run; each trial runs the program unedited with the candidate's arguments
+    merged into its trainers (profiling/inject)."""
+    from yolodoctor.errors import Interrupted
+    from yolodoctor.profiling.runner import run_profile, stopped_by_signal
 
     cands = candidates(plan)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -137,11 +141,13 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
         # interleaved ABBA: B c1 ... P, then P ... c1 B, so that a steady drift of the machine (or a position effect
         # such as the page cache a previous trial warmed) falls on every candidate alike
         for c in (cands if rep % 2 == 0 else cands[::-1]):
-            args = {**base_args, **c.args}
             log(f"trial {rep + 1}/{reps}: {c.name}")
-            run, prof = run_profile(args, steps=steps, out=out_dir / f"{_slug(c.name)}-{rep + 1}", trace=False,
+            run, prof = run_profile(None if command else dict(base_args), command=command, overrides=c.args,
+                                    steps=steps, out=out_dir / f"{_slug(c.name)}-{rep + 1}", trace=False,
                                     loader_seconds=0, env_extra={**(base_env or {}), **c.env},
                                     torch_flags=c.torch_flags)
+            if (code := stopped_by_signal(prof)) is not None:  # Ctrl-C / SIGTERM: no further trials
+                raise Interrupted(f"{prof.reason}: fix --verify stopped; the trial so far is saved in {run}", code)
             s = prof.summary or {}
             runs.append(TrialRun(c.name, rep, str(run), prof.status, prof.reason, s.get("images_per_s"),
                                  (s.get("window") or {}).get("valid"), mismatches(c.args, prof.settings or {})))

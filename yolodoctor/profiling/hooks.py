@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from yolodoctor.profiling.recorder import EVENTS
@@ -77,3 +78,30 @@ def register(callbacks_base_module) -> None:
         lst = callbacks_base_module.default_callbacks.setdefault(name, [])
         if fn not in lst:
             lst.append(fn)
+
+
+def patch_trainer(trainer_module) -> None:
+    """Merge the run's overrides (spec.json "overrides", from `fix --apply` or a trial) into the arguments of every
+    trainer the program builds, custom subclasses included (they all pass through BaseTrainer.__init__), and set
+    the run's torch flags. Nothing to do - and nothing patched - when the run asks for none."""
+    import json
+
+    from yolodoctor.profiling.session import ENV_RUN_DIR
+
+    spec = json.loads((Path(os.environ[ENV_RUN_DIR]) / "spec.json").read_text())
+    plan, flags = dict(spec.get("overrides") or {}), dict(spec.get("torch_flags") or {})
+    base = getattr(trainer_module, "BaseTrainer", None)
+    if base is None or (not plan and not flags) or getattr(base.__init__, "_yolodoctor", False):
+        return
+    original = base.__init__
+
+    def __init__(self, cfg=trainer_module.DEFAULT_CFG, overrides=None, _callbacks=None):
+        if flags:
+            from yolodoctor.profiling.child import apply_torch_flags
+
+            apply_torch_flags(flags)
+        session().events.write("overrides", applied=plan, torch_flags=flags, trainer=type(self).__name__)
+        original(self, cfg, {**(overrides or {}), **plan}, _callbacks)
+
+    __init__._yolodoctor = True
+    base.__init__ = __init__

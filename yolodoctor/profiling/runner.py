@@ -18,18 +18,19 @@ from typing import Any, Callable
 from yolodoctor.profile import EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
 from yolodoctor.profiling.events import read_events
 from yolodoctor.profiling.summary import summarise
-from yolodoctor.rundir import exclusive_dir, new_run_dir, write_json_atomic
+from yolodoctor.rundir import exclusive_dir, low_disk, new_run_dir, release_space, reserve_space, write_json_atomic
 
 
 def make_run_dir(out: str | Path | None, name: str = "profile") -> Path:
-    if out is None:
-        return new_run_dir(name=name)
-    try:
-        return exclusive_dir(out)
-    except FileExistsError:
-        from yolodoctor.errors import UsageError
+    from yolodoctor.errors import OutputError, UsageError
 
+    try:
+        return new_run_dir(name=name) if out is None else exclusive_dir(out)
+    except FileExistsError:
         raise UsageError(f"--out {out} already exists; yolodoctor never overwrites a directory") from None
+    except OSError as e:
+        raise OutputError(f"cannot create the run directory {out or 'under runs/yolodoctor'}: {e.strerror or e}") \
+            from None
 
 
 def gpu_uuid_for(args: dict[str, Any]) -> str | None:
@@ -49,9 +50,15 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
                 steps: int | str | None = "auto", out: str | Path | None = None, hz: float = 5.0,
                 trace: bool = True, loader_seconds: float = 8.0, gpu_telemetry: bool = True,
                 check_facts: dict[str, Any] | None = None, env_extra: dict[str, str] | None = None,
-                torch_flags: dict[str, Any] | None = None,
+                torch_flags: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None,
                 log: Callable[[str], None] = lambda m: None) -> tuple[Path, Profile]:
-    """Profile ``model.train(**args)`` (args mode) or an unmodified program (``command``, script mode)."""
+    """Profile ``model.train(**args)`` (args mode) or an unmodified program (``command``, script mode).
+
+    ``overrides``: train arguments that win over the program's own (a fix plan or a trial). In args mode they are
+    merged into ``args``; in script mode the injected hook merges them into every Ultralytics trainer the program
+    builds (inject/__init__.py), so the program's file is never edited."""
+    if overrides and not command:
+        args = {**(args or {}), **overrides}
     from yolodoctor.profiling.sampler import start_sampler, stop_sampler
     from yolodoctor.profiling.session import ENV_RUN_DIR
 
@@ -62,11 +69,18 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     profile.files["spec"] = SPEC
     if check_facts:
         profile.check_facts = check_facts
-    write_json_atomic(run / SPEC, {"mode": mode, "args": args or {}, "command": command, "steps": steps,
-                                   "env": env_extra or {}, "torch_flags": torch_flags or {},
-                                   "trace": trace, "loader_capacity": loader_seconds > 0,
-                                   "loader_seconds": loader_seconds})
-    profile.save(run)
+    try:
+        write_json_atomic(run / SPEC, {"mode": mode, "args": args or {}, "command": command, "steps": steps,
+                                       "env": env_extra or {}, "torch_flags": torch_flags or {},
+                                       "overrides": (overrides or {}) if command else {},
+                                       "trace": trace, "loader_capacity": loader_seconds > 0,
+                                       "loader_seconds": loader_seconds})
+        profile.save(run)
+    except OSError as e:
+        from yolodoctor.errors import OutputError
+
+        raise OutputError(f"cannot write the run directory {run}: {e.strerror or e}") from None
+    reserve_space(run)  # room for the final record, should the disk fill during the run
     log(f"run directory: {run}")
 
     env = dict(os.environ)
@@ -110,11 +124,17 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
         if sampler is not None:
             stop_sampler(sampler)
     finalise(run, profile, child.returncode, interrupted)
+    if profile.reason and "disk full" in profile.reason:
+        log(f"the disk holding {run} filled up during the run: the record is marked incomplete")
     return run, profile
 
 
 def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: list[int] | None = None) -> Profile:
-    """Write the final record from the event stream; never raises on a damaged stream."""
+    """Write the final record from the event stream; never raises on a damaged stream. A disk that filled during the
+    run marks the record incomplete (what was written after that is lost); the space set aside at the start
+    (``reserve_space``) is freed so that this record can still be written."""
+    full = low_disk(run)
+    release_space(run)
     events = list(read_events(run / EVENTS))
     end = next((e for e in reversed(events) if e.get("type") == "run_end"), None)
     profile.summary = summarise(events)
@@ -145,15 +165,34 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
     else:
         profile.status, profile.reason = "complete", None
     if interrupted and profile.status == "complete":
-        profile.status, profile.reason = "incomplete", "interrupted"
+        profile.status, profile.reason = "incomplete", ("terminated" if interrupted[-1] == signal.SIGTERM
+                                                        else "interrupted")
+    if full is not None:
+        note = f"disk full: {full} bytes free where {run} lies; what was recorded after it filled is missing"
+        if profile.status == "complete" or end is None:
+            profile.status, profile.reason = "incomplete", note
+        else:
+            profile.reason = f"{profile.reason} ({note})"
     profile.summary["bounded"] = bool(end and end.get("bounded"))
-    profile.save(run)
+    try:
+        profile.save(run)
+    except OSError as e:
+        from yolodoctor.errors import OutputError
+
+        raise OutputError(f"cannot write {run / PROFILE}: {e.strerror or e}; the record written when the run "
+                          "started is still there") from None
     return profile
 
 
 def _last(events: list[dict], type_: str) -> dict | None:
     rec = next((e for e in reversed(events) if e.get("type") == type_), None)
     return {k: v for k, v in rec.items() if k not in ("type", "t")} if rec else None
+
+
+def stopped_by_signal(profile: Profile) -> int | None:
+    """130 or 143 when Ctrl-C or SIGTERM stopped the run (a command running several trainings stops there too)."""
+    code = exit_code_for(profile)
+    return code if code in (130, 143) else None
 
 
 def exit_code_for(profile: Profile) -> int:

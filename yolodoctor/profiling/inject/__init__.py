@@ -1,6 +1,7 @@
 """Injection into an unmodified program: an import hook that registers yolodoctor's callbacks the moment
-``ultralytics.utils.callbacks.base`` is imported. Started by ``sitecustomize.py`` in this folder, which the runner
-puts first on PYTHONPATH together with YOLODOCTOR_RUN_DIR."""
+``ultralytics.utils.callbacks.base`` is imported, and - when a fix plan or a trial asks for it - merges train
+argument overrides into every trainer once ``ultralytics.engine.trainer`` is imported. Started by
+``sitecustomize.py`` in this folder, which the runner puts first on PYTHONPATH together with YOLODOCTOR_RUN_DIR."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import importlib.util
 import sys
 
 TARGET = "ultralytics.utils.callbacks.base"
+TRAINER = "ultralytics.engine.trainer"
 
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
-        if fullname != TARGET:
+        if fullname not in (TARGET, TRAINER):
             return None
         sys.meta_path.remove(self)
         try:
@@ -28,17 +30,20 @@ class _Finder(importlib.abc.MetaPathFinder):
             original(module)
             from yolodoctor.profiling import hooks
 
-            hooks.register(module)
+            hooks.register(module) if fullname == TARGET else hooks.patch_trainer(module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
 def install() -> None:
-    if TARGET in sys.modules:  # already imported (unusual for sitecustomize): register directly
-        from yolodoctor.profiling import hooks
+    from yolodoctor.profiling import hooks
 
+    if TARGET in sys.modules:  # already imported (unusual for sitecustomize): register directly
         hooks.register(sys.modules[TARGET])
+    if TRAINER in sys.modules:
+        hooks.patch_trainer(sys.modules[TRAINER])
+    if TARGET in sys.modules and TRAINER in sys.modules:
         return
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
