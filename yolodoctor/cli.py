@@ -81,14 +81,25 @@ def check(ctx: Ctx, train_args: tuple[str, ...], as_json: bool, fail_on: str, wa
               help="Time the train loader alone after the steps (0: skip).")
 @click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
 @click.option("--fail-on", type=FAIL_ON, default="error", show_default=True)
+@click.option("--monitor", "live", is_flag=True, help="Watch the training in the monitor TUI while it runs.")
 @click.pass_obj
 def profile(ctx: Ctx, train_args: tuple[str, ...], steps: int | None, whole: bool, out: Path | None, no_trace: bool,
-            sample_hz: float, no_gpu_telemetry: bool, loader_seconds: float, as_json: bool, fail_on: str) -> None:
+            sample_hz: float, no_gpu_telemetry: bool, loader_seconds: float, as_json: bool, fail_on: str,
+            live: bool) -> None:
     """Run (part of) the real training under measurement and write a run directory."""
     if ctx.command and train_args:
         raise UsageError("give either KEY=VALUE train arguments or `-- COMMAND`, not both")
     if whole and steps:
         raise UsageError("--steps and --all exclude each other")
+    if live:
+        if as_json:
+            raise UsageError("--monitor and --json exclude each other")
+        from yolodoctor.monitor.command import run as run_monitor
+
+        options = (["--all"] if whole else ["--steps", str(steps)] if steps else []) + (
+            ["--no-trace"] if no_trace else []) + (["--no-gpu-telemetry"] if no_gpu_telemetry else []) + [
+            "--sample-hz", str(sample_hz), "--loader-seconds", str(loader_seconds), "--fail-on", fail_on]
+        sys.exit(run_monitor(list(train_args), ctx.command, refresh=1.0, out=out, profile_options=options))
     from yolodoctor.commands.profile import run
 
     sys.exit(run(list(train_args), command=ctx.command, steps=-1 if whole else steps, out=out, trace=not no_trace,
@@ -139,6 +150,22 @@ def compare(ctx: Ctx, run_a: Path, run_b: Path, as_json: bool, html: Path | None
     from yolodoctor.commands.compare import run_compare
 
     sys.exit(run_compare(run_a, run_b, as_json=as_json, html=html))
+
+
+@cli.command()
+@click.argument("target", nargs=-1, metavar="[RUN_DIR | KEY=VALUE...]")
+@click.option("--refresh", type=click.FloatRange(0.1), default=1.0, show_default=True, help="Seconds between updates.")
+@click.option("--steps", type=click.IntRange(1), default=None,
+              help="Bound a training it launches to N steps [default: the whole run].")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Run directory of a training it launches (must not exist).")
+@click.pass_obj
+def monitor(ctx: Ctx, target: tuple[str, ...], refresh: float, steps: int | None, out: Path | None) -> None:
+    """Live TUI: GPU, CPU, disk, training and findings of a run directory, of a training it launches (KEY=VALUE or
+    `-- COMMAND`), or of the machine alone."""
+    from yolodoctor.monitor.command import run as run_monitor
+
+    sys.exit(run_monitor(list(target), ctx.command, refresh=refresh, steps=steps, out=out))
 
 
 @cli.command()
