@@ -13,7 +13,8 @@
 #   gputests   the pytest -m gpu tests
 # Wheels for the device (no ultralytics, pydantic 2.14, CEL there): once, here,
 #   ../shared/tools/device-wheels pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 \
-#     typing-inspection==0.4.5 common-expression-language==0.10.0 prompt_toolkit==3.0.52 wcwidth
+#     typing-inspection==0.4.5 common-expression-language==0.10.0 prompt_toolkit==3.0.52 wcwidth \
+#     textual==6.12.0 mdit-py-plugins==0.7.0 platformdirs==4.14.9      (textual: the monitor, bench/monitor_headless.py)
 # (the CEL package imports prompt_toolkit); carry .whl and install them first (see the device tool's README).
 set -uo pipefail
 OUT_DIR=${OUT_DIR:-bench/out/gpu3}
