@@ -547,7 +547,8 @@ def test_fine_grained_utilisation_samples_only_new_ones_on_the_monotonic_axis(tm
 # the loop
 
 
-def test_run_writes_start_samples_on_a_fixed_grid_and_end(tmp_path):
+def run_on_a_fake_clock(tmp_path, dies_after: int, stall_at: int | None = None, cost: float = 0.0, **kw):
+    """Run the sampler loop on a fake clock until the target dies after ``dies_after`` ticks; its records."""
     world = FakePsutil()
     s = make(world, tmp_path)
     out = tmp_path / "s.jsonl"
@@ -559,16 +560,20 @@ def test_run_writes_start_samples_on_a_fixed_grid_and_end(tmp_path):
 
     def stop():
         calls.append(clock[0])
-        if len(calls) == 3:
+        if len(calls) == stall_at:
             clock[0] += 0.45  # a stall (swap, a stopped VM) of more than two periods
-        if len(calls) == 8:
+        if len(calls) == dies_after:
             world.procs[MAIN]["dead"] = True
-        clock[0] += 0.013  # each sample costs a little time
+        clock[0] += cost  # each sample costs a little time
         return None
 
     with open(out, "w") as f:
-        assert s.run(f, hz=5, stop=stop, wait=wait, clock=lambda: clock[0]) == "target exited"
-    recs = read_records(out)
+        assert s.run(f, hz=5, stop=stop, wait=wait, clock=lambda: clock[0], **kw) == "target exited"
+    return read_records(out)
+
+
+def test_run_writes_start_samples_on_a_fixed_grid_and_end(tmp_path):
+    recs = run_on_a_fake_clock(tmp_path, dies_after=8, stall_at=3, cost=0.013)
     assert recs[0]["type"] == "sampler_start" and recs[0]["t"] == 100.0
     assert recs[-1]["type"] == "sampler_end" and recs[-1]["reason"] == "target exited"
     samples = [r for r in recs if r["type"] == "sample"]
@@ -580,24 +585,7 @@ def test_run_writes_start_samples_on_a_fixed_grid_and_end(tmp_path):
 
 
 def test_duty_cycle_samples_in_blocks_and_marks_each_switch(tmp_path):
-    world = FakePsutil()
-    s = make(world, tmp_path)
-    out = tmp_path / "s.jsonl"
-    clock = [100.0]
-    calls = []
-
-    def wait(seconds):
-        clock[0] += seconds
-
-    def stop():
-        calls.append(clock[0])
-        if len(calls) == 25:  # 5 s at 5 Hz
-            world.procs[MAIN]["dead"] = True
-        return None
-
-    with open(out, "w") as f:
-        s.run(f, hz=5, stop=stop, wait=wait, clock=lambda: clock[0], duty=(1.0, 1.5))
-    recs = read_records(out)
+    recs = run_on_a_fake_clock(tmp_path, dies_after=25, duty=(1.0, 1.5))  # 5 s at 5 Hz
     kinds = [r["type"] for r in recs if r["type"] != "sample"]
     assert kinds == ["sampler_start", "sampler_pause", "sampler_resume", "sampler_pause", "sampler_end"]
     switches = [round(r["t"], 6) for r in recs if r["type"] in ("sampler_pause", "sampler_resume")]
