@@ -51,9 +51,10 @@ def write_html(path: str | Path, cmp: Comparison) -> None:
 
 def series(d) -> dict[str, Any]:
     """Per-step time and data wait against the step index, NVML utilisation against seconds since the first step."""
-    files = d.profile.files
+    from yolodoctor.profile import run_file
+
     num = (int, float)
-    steps = [e for e in read_events(Path(d.run_dir) / files.get("events", "events.jsonl"))
+    steps = [e for e in read_events(run_file(d.run_dir, d.profile, "events", "events.jsonl"))
              if e.get("type") == "step" and isinstance(e.get("t0"), num) and isinstance(e.get("t1"), num)]
     out: dict[str, Any] = {"step": [], "wait": [], "util": [],
                            "first_step": ((d.profile.summary or {}).get("window") or {}).get("first_step")}
@@ -64,7 +65,7 @@ def series(d) -> dict[str, Any]:
         out["wait"].append((n, wait))
     if steps:
         start, end = steps[0]["t0"], steps[-1]["t1"]
-        for s in read_events(Path(d.run_dir) / files.get("samples", "samples.jsonl")):
+        for s in read_events(run_file(d.run_dir, d.profile, "samples", "samples.jsonl")):
             g = s.get("gpu") if s.get("type") == "sample" else None
             t = s.get("t")
             if isinstance(g, dict) and isinstance(g.get("util"), (int, float)) and isinstance(t, (int, float)) \

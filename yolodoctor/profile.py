@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from yolodoctor import SCHEMA, __version__
 from yolodoctor.errors import InputError
-from yolodoctor.rundir import write_json_atomic
+from yolodoctor.rundir import open_regular, write_json_atomic
 
 PROFILE = "profile.json"
 EVENTS = "events.jsonl"
@@ -85,16 +85,26 @@ class Profile(BaseModel):
         write_json_atomic(Path(run_dir) / PROFILE, self.model_dump(by_alias=True, mode="json"))
 
 
+def run_file(run_dir: str | Path, profile: Profile, key: str, default: str) -> Path:
+    """The file of the run directory that ``profile.files[key]`` names. Only a plain file name counts: a profile from
+    elsewhere cannot point yolodoctor at ../ or absolute paths (such a name falls back to ``default``)."""
+    name = profile.files.get(key) or default
+    if name in (".", "..") or Path(name).name != name or "\\" in name or "\x00" in name:
+        name = default
+    return Path(run_dir) / name
+
+
 def load(run_dir: str | Path) -> Profile:
     """Read a run directory's profile.json; anything unreadable is an InputError (exit 2), in one sentence."""
     path = Path(run_dir) / PROFILE
     if not Path(run_dir).is_dir():
         raise InputError(f"run directory not found: {run_dir}")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        with open_regular(path) as fh:  # not a FIFO or a link to /dev/zero from a run directory made elsewhere
+            raw = json.loads(fh.read())
     except FileNotFoundError:
         raise InputError(f"{run_dir} is not a yolodoctor run directory (no {PROFILE})") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
         raise InputError(f"cannot read {path}: {e}") from None
     if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
         raise InputError(f"{path} has schema {raw.get('schema') if isinstance(raw, dict) else '?'}, "

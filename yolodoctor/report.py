@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Iterable
@@ -37,9 +38,24 @@ def envelope(command: str, findings: list[Finding], facts: dict[str, Any], run_d
 
 
 def dump_json(obj: dict[str, Any], stream=None) -> None:
+    """Strict JSON: a non-finite number (say, a NaN in a profile recorded elsewhere) is written as null."""
     stream = stream or sys.stdout
-    stream.write(json.dumps(obj, default=_jsonable, indent=2, allow_nan=False) + "\n")
+    try:
+        text = json.dumps(obj, default=_jsonable, indent=2, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(obj), default=_jsonable, indent=2, allow_nan=False)
+    stream.write(text + "\n")
     stream.flush()
+
+
+def _finite(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
 
 
 def _short(v: Any) -> Any:

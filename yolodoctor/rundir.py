@@ -57,3 +57,63 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, default=str, allow_nan=False) + "\n")
+
+
+RESERVE = ".yolodoctor-reserve"
+RESERVE_BYTES = 1 << 20  # profile.json is tens of kB; a MiB leaves room for the largest record
+LOW_DISK_BYTES = 1 << 20
+
+
+def reserve_space(run_dir: str | Path, nbytes: int = RESERVE_BYTES) -> bool:
+    """Set aside ``nbytes`` in the run directory, so that the final record can still be written after the disk filled
+    during the run (``release_space`` frees it just before). False when there was no room even for that."""
+    path = Path(run_dir) / RESERVE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return False
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+        return True
+    except OSError:
+        os.close(fd)
+        fd = -1
+        release_space(run_dir)
+        return False
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def release_space(run_dir: str | Path) -> None:
+    try:
+        os.unlink(Path(run_dir) / RESERVE)
+    except OSError:
+        pass
+
+
+def low_disk(path: str | Path, threshold: int = LOW_DISK_BYTES) -> int | None:
+    """Bytes free on the file system holding ``path`` when fewer than ``threshold`` remain, else None."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return None
+    return free if free < threshold else None
+
+
+def open_regular(path: str | Path, binary: bool = False):
+    """Open a file for reading only if it is a regular file: a run directory from elsewhere may hold a FIFO (reading
+    would block forever) or a link to /dev/zero (endless) where a record should be. Raises OSError otherwise."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once instead of waiting for a writer
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+        return open(fd, "rb") if binary else open(fd, encoding="utf-8", errors="replace")
+    except BaseException:
+        os.close(fd)
+        raise

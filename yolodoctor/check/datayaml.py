@@ -3,7 +3,7 @@
 Mirrors ``ultralytics.data.utils.check_det_dataset`` (key checks, ``nc``/``names`` handling, path resolution) and
 ``ultralytics.data.base.BaseDataset.get_img_files`` (which files a split holds), but:
 
-- the YAML is parsed with ``yaml.safe_load`` only;
+- the YAML is parsed with ``yaml.safe_load`` only, and refused when its aliases expand past a bound (yamlsafe.py);
 - nothing is downloaded, unpacked or executed: a ``download:`` field is reported, never run;
 - every problem becomes a :class:`YamlProblem` (turned into a finding by ``dataset.py``) instead of an exception.
 
@@ -20,8 +20,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
-
+from yolodoctor import yamlsafe
 from yolodoctor.check.labels import IMG_FORMATS, img2label_paths
 
 TASKS = ("detect", "segment", "pose", "obb")
@@ -183,10 +182,10 @@ def load_yaml(file: Path) -> tuple[dict | None, YamlProblem | None]:
     except OSError as e:
         return None, YamlProblem("unparseable", f"cannot read {file}: {e.strerror or e}", {"file": str(file)})
     try:
-        data = yaml.safe_load(text)
+        data = yamlsafe.safe_load(text)  # safe_load, and no alias bomb
     except Exception as e:  # noqa: BLE001 - any parser failure (incl. RecursionError) is a finding
         try:
-            data = yaml.safe_load(_YAML_BAD_CHARS.sub("", text))
+            data = yamlsafe.safe_load(_YAML_BAD_CHARS.sub("", text))
         except Exception:  # noqa: BLE001
             where = getattr(e, "problem_mark", None)
             what = getattr(e, "problem", None) or _one_line(str(e), 120)

@@ -59,16 +59,22 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
         raise UsageError(f"{run_dir} was recorded on {d.profile.host or 'another machine'}; replaying its training "
                          "here needs --yes")
     log = (lambda m: err.print(f"[dim]{m}[/]")) if not as_json else (lambda m: err.print(m))
+    replay = dict(d.profile.args)
+    if (verify or apply) and d.profile.host != host_id():
+        # output folders of the machine that recorded the run are not replayed here (--yes consents to the training,
+        # not to writing where a foreign profile says): Ultralytics writes under its default runs/ folder instead
+        gone = [k for k in ("project", "name") if replay.pop(k, None) is not None]
+        if gone:
+            log(f"not replayed from {d.profile.host}: {', '.join(gone)} (Ultralytics' default output folder instead)")
     trials = None
     chosen = list(p.changes)
     if verify and p.changes:
         from yolodoctor.fixing.trials import run_trials
 
-        base = dict(d.profile.args)
-        trials = run_trials(base, p, out_dir=_fresh(run_dir.parent / f"trials-{run_dir.name}"), reps=reps, log=log,
-                            command=command)
+        trials = run_trials(dict(replay), p, out_dir=_fresh(run_dir.parent / f"trials-{run_dir.name}"), reps=reps,
+                            log=log, command=command)
         chosen = trials.kept
-    applied = _apply(d.profile.args, chosen, run_dir, log, command) if apply else None
+    applied = _apply(replay, chosen, run_dir, log, command) if apply else None
     if as_json:
         report.dump_json(report.envelope("fix", d.findings, d.facts, run_dir=str(run_dir), plan=p.to_dict(),
                                          trials=trials.to_dict() if trials else [], applied=applied))

@@ -10,6 +10,7 @@ from yolodoctor import profile as record
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.engine import Outcome, evaluate
 from yolodoctor.diagnosis.rules import load_rules
+from yolodoctor.errors import InputError
 from yolodoctor.findings import Finding
 
 
@@ -26,9 +27,13 @@ def diagnose(run_dir: str | Path, rule_dirs: list[str | Path] | None = None, rul
     run = Path(run_dir)
     prof = record.load(run)
     rules = rules if rules is not None else load_rules(rule_dirs)
-    facts = facts_mod.from_profile(prof, run)
-    check_facts = prof.check_facts
-    if check_facts:
-        facts.update({k: v for k, v in facts_mod.from_check(check_facts).items() if k not in facts})
+    try:
+        facts = facts_mod.from_profile(prof, run)
+        check_facts = prof.check_facts
+        if check_facts:
+            facts.update({k: v for k, v in facts_mod.from_check(check_facts).items() if k not in facts})
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+        # the facts code reads well-formed records; what it trips on came from a damaged or foreign run directory
+        raise InputError(f"cannot read {run}: its records are malformed ({type(e).__name__}: {e})"[:400]) from None
     findings, outcomes = evaluate(rules, facts)
     return Diagnosis(run, prof, facts, findings, outcomes)

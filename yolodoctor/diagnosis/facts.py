@@ -11,10 +11,12 @@ the step callbacks (host clock, CUDA events).
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
+from yolodoctor.profile import run_file
 from yolodoctor.profiling.events import read_events
 
 # name: (type, meaning)
@@ -103,13 +105,37 @@ def _median(values: Iterable[Any]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _d(v: Any) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _steps(events: list[dict]) -> list[dict]:
+    """Step records whose timing and index fields are numbers; others (damaged, or written elsewhere) are left out."""
+    return [e for e in events if e.get("type") == "step" and _num(e.get("t0")) and _num(e.get("t1"))
+            and all(_num(e[k]) for k in ("n", "step") if e.get(k) is not None)]
+
+
 def _put(facts: dict[str, Any], key: str, value: Any) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or isinstance(value, str):
-        facts[key] = value
-    elif isinstance(value, (int, float)):
-        facts[key] = float(value)
+    """Set a fact when the value has the type the catalogue declares for it (a finite number for a double): a record
+    written elsewhere, or damaged, leaves the fact missing instead of feeding the rules a string or a NaN."""
+    kind = CATALOGUE.get(key, (None,))[0]
+    if isinstance(value, bool):
+        if kind in (None, "bool"):
+            facts[key] = value
+    elif isinstance(value, str):
+        if kind in (None, "string"):
+            facts[key] = value
+    elif isinstance(value, (int, float)) and kind in (None, "double"):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond float range
+            return
+        if math.isfinite(number):
+            facts[key] = number
 
 
 def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dict] | None = None,
@@ -125,7 +151,7 @@ def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dic
                      ("run.compute_s", "compute_s_median"), ("run.wait_s", "wait_s_median"),
                      ("run.data_wait_share", "data_wait_share"), ("run.gpu_step_ms", "gpu_ms_median")):
         _put(f, key, s.get(src))
-    win = s.get("window") or {}
+    win = _d(s.get("window"))
     _put(f, "run.window_valid", win.get("valid"))
     _put(f, "run.window_steps", win.get("steps"))
     _put(f, "run.batch", st.get("batch"))
@@ -148,11 +174,11 @@ def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dic
     if f.get("loader.capacity_images_per_s") and f.get("run.images_per_s"):
         f["loader.headroom"] = f["loader.capacity_images_per_s"] / f["run.images_per_s"]
     _put(f, "loader.prefetch_depth", win.get("prefetch_depth"))
-    _trace_facts(f, (profile.trace or {}).get("summary") or {})
+    _trace_facts(f, _d(_d(profile.trace).get("summary")))
     if run_dir is not None and events is None:
-        events = list(read_events(Path(run_dir) / profile.files.get("events", "events.jsonl")))
+        events = list(read_events(run_file(run_dir, profile, "events", "events.jsonl")))
     if run_dir is not None and samples is None:
-        samples = list(read_events(Path(run_dir) / profile.files.get("samples", "samples.jsonl")))
+        samples = list(read_events(run_file(run_dir, profile, "samples", "samples.jsonl")))
     if events is not None:
         _event_facts(f, events)
     if samples is not None:
@@ -196,37 +222,39 @@ def _trace_facts(f: dict[str, Any], t: dict[str, Any]) -> None:
                      ("launches_per_step", "launches_per_step"), ("launch_cpu_ms", "launch_cpu_ms_per_step"),
                      ("tensor_core_share", "tensor_core_share")):
         _put(f, f"trace.{key}", t.get(src))
-    copies = t.get("memcpy_per_step") or {}
-    if t.get("cuda"):
-        f["trace.h2d_pageable_per_step"] = float(copies.get("h2d_pageable", 0.0))
+    copies = _d(t.get("memcpy_per_step"))
+    if t.get("cuda") is True:
+        _put(f, "trace.h2d_pageable_per_step", copies.get("h2d_pageable", 0.0))
     syncs = t.get("sync_calls_per_step")
-    if syncs is not None:
-        f["trace.syncs_per_step"] = float(sum(v for k, v in syncs.items() if k != "aten::item"))
+    if isinstance(syncs, dict):
+        _put(f, "trace.syncs_per_step", sum(v for k, v in syncs.items() if k != "aten::item" and _num(v)))
 
 
 def _event_facts(f: dict[str, Any], events: list[dict]) -> None:
-    steps = [e for e in events if e.get("type") == "step"]
+    steps = _steps(events)
     f["run.nonfinite_losses"] = float(sum(1 for e in events if e.get("type") == "nonfinite_loss"))
-    fits = [e for e in events if e.get("type") == "fit_epoch_end"]
+    fits = [e for e in events if e.get("type") == "fit_epoch_end" and _num(e.get("t"))]
     if fits:
-        f["run.nan_recoveries"] = float(max(e.get("nan_recoveries") or 0 for e in fits))
-        f["run.oom_retries"] = float(max(e.get("oom_retries") or 0 for e in fits))
-    reserved = [e["mem_reserved"] for e in steps if isinstance(e.get("mem_reserved"), (int, float))]
+        f["run.nan_recoveries"] = float(max((e["nan_recoveries"] for e in fits if _num(e.get("nan_recoveries"))),
+                                            default=0))
+        f["run.oom_retries"] = float(max((e["oom_retries"] for e in fits if _num(e.get("oom_retries"))), default=0))
+    reserved = [e["mem_reserved"] for e in steps if _num(e.get("mem_reserved"))]
     if reserved:
         f["gpu.torch_reserved_max"] = float(max(reserved))
         if f.get("run.batch"):
             f["gpu.mem_per_image"] = f["gpu.torch_reserved_max"] / f["run.batch"]
     # fragmentation compares the reserved pool with the steps' peak allocation; a profile that recorded only the
     # resting allocation (mem_allocated, at batch end) cannot tell, so the fact stays missing and MM204 silent
-    peaks = [e["mem_allocated_peak"] for e in steps if isinstance(e.get("mem_allocated_peak"), (int, float))]
+    peaks = [e["mem_allocated_peak"] for e in steps if _num(e.get("mem_allocated_peak"))]
     if peaks and max(peaks) > 0:
         f["gpu.torch_allocated_max"] = float(max(peaks))
         if reserved:
             f["gpu.reserved_over_allocated"] = float(max(reserved) / max(peaks))
     # validation share: whole epochs only (epoch_end -> fit_epoch_end is validation + saving). A bounded run that
     # crossed epochs validated them for real; the epoch it stopped in skipped validation and is left out.
-    ends = {(e.get("train_index"), e.get("epoch")): e for e in events if e.get("type") == "epoch_end"}
-    stop = next((x["t"] for x in events if x.get("type") == "bounded" and "t" in x), None)
+    ends = {(e.get("train_index"), e.get("epoch")): e for e in events
+            if e.get("type") == "epoch_end" and _num(e.get("t")) and _num(e.get("seconds"))}
+    stop = next((x["t"] for x in events if x.get("type") == "bounded" and _num(x.get("t"))), None)
     shares = []
     for e in fits:
         end = ends.get((e.get("train_index"), e.get("epoch")))
@@ -238,7 +266,9 @@ def _event_facts(f: dict[str, Any], events: list[dict]) -> None:
 
 
 def _window_span(events: list[dict], first_step: int | None) -> tuple[float, float] | None:
-    steps = [e for e in events if e.get("type") == "step" and not e.get("traced")]
+    steps = [e for e in _steps(events) if not e.get("traced")]
+    if not steps or not _num(first_step):
+        first_step = None
     if not steps:
         return None
     inside = [e for e in steps if first_step is None or e.get("n", e.get("step", 0)) >= first_step] or steps
@@ -247,68 +277,72 @@ def _window_span(events: list[dict], first_step: int | None) -> tuple[float, flo
 
 def _sample_facts(f: dict[str, Any], samples: list[dict], span: tuple[float, float] | None) -> None:
     start = next((s for s in samples if s.get("type") == "sampler_start"), None) or {}
-    gpu = start.get("gpu") or {}
+    gpu = _d(start.get("gpu"))
     _put(f, "gpu.name", gpu.get("name"))
-    if gpu.get("compute_capability"):
-        f["gpu.cc_major"] = float(gpu["compute_capability"][0])
+    cc = gpu.get("compute_capability")
+    if isinstance(cc, list) and cc:
+        _put(f, "gpu.cc_major", cc[0])
     _put(f, "cpu.count", start.get("cpu_count"))
-    rows = [s for s in samples if s.get("type") == "sample"]
+    rows = [s for s in samples if s.get("type") == "sample" and _num(s.get("t"))]
     if span:
-        inside = [s for s in rows if span[0] <= s.get("t", 0) <= span[1]]
+        inside = [s for s in rows if span[0] <= s["t"] <= span[1]]
         rows = inside or rows
     if not rows:
         return
-    _put(f, "cpu.train_thread_pct", _median(((s.get("proc") or {}).get("thread") or {}).get("cpu") for s in rows))
-    _put(f, "cpu.process_pct", _median((s.get("proc") or {}).get("cpu") for s in rows))
-    tw = [((s.get("roles") or {}).get("train_worker") or {}) for s in rows]
+    _put(f, "cpu.train_thread_pct", _median(_d(_d(s.get("proc")).get("thread")).get("cpu") for s in rows))
+    _put(f, "cpu.process_pct", _median(_d(s.get("proc")).get("cpu") for s in rows))
+    tw = [_d(_d(s.get("roles")).get("train_worker")) for s in rows]
     _put(f, "cpu.train_workers_pct", _median(r.get("cpu") for r in tw))
-    per = [r["cpu"] / r["count"] for r in tw if r.get("count") and isinstance(r.get("cpu"), (int, float))]
+    per = [r["cpu"] / r["count"] for r in tw if _num(r.get("count")) and r["count"] and _num(r.get("cpu"))]
     _put(f, "cpu.per_worker_pct", _median(per))
-    _put(f, "cpu.total_pct", _median((s.get("cpu") or {}).get("total") for s in rows))
-    totals = [(s.get("cpu") or {}).get("total") for s in rows if (s.get("cpu") or {}).get("total") is not None]
+    _put(f, "cpu.total_pct", _median(_d(s.get("cpu")).get("total") for s in rows))
+    totals = [_d(s.get("cpu")).get("total") for s in rows if _num(_d(s.get("cpu")).get("total"))]
     if totals:
         f["cpu.saturated_share"] = sum(1 for t in totals if t > 90) / len(totals)
-    _put(f, "cpu.iowait_pct", _median((s.get("cpu") or {}).get("iowait") for s in rows))
-    rd = _median((s.get("disk") or {}).get("read_bps") for s in rows)
+    _put(f, "cpu.iowait_pct", _median(_d(s.get("cpu")).get("iowait") for s in rows))
+    rd = _median(_d(s.get("disk")).get("read_bps") for s in rows)
     if rd is not None:
         f["disk.read_mb_s"] = rd / 1e6
-    avail = [(s.get("mem") or {}).get("available") for s in rows if (s.get("mem") or {}).get("available")]
+    avail = [_d(s.get("mem")).get("available") for s in rows if _num(_d(s.get("mem")).get("available"))]
     if avail:
         f["mem.available_min"] = float(min(avail))
-    shm = [(m["shm_total"] - m["shm_used"]) for m in (s.get("mem") or {} for s in rows)
-           if isinstance(m.get("shm_total"), (int, float)) and isinstance(m.get("shm_used"), (int, float))]
+    shm = [(m["shm_total"] - m["shm_used"]) for m in (_d(s.get("mem")) for s in rows)
+           if _num(m.get("shm_total")) and _num(m.get("shm_used"))]
     if shm:
         f["mem.shm_free_min"] = float(min(shm))
-    g = [s["gpu"] for s in rows if s.get("gpu")]
+    g = [s["gpu"] for s in rows if isinstance(s.get("gpu"), dict) and s["gpu"]]
     if g:
-        utils = [x["util"] for x in g if isinstance(x.get("util"), (int, float))]
+        utils = [x["util"] for x in g if _num(x.get("util"))]
         if utils:  # never 0% for "not measured"
             f["gpu.util_mean"] = statistics.fmean(utils)
-        used = [x["mem_used"] for x in g if x.get("mem_used")]
-        total = next((x["mem_total"] for x in g if x.get("mem_total")), None)
+        used = [x["mem_used"] for x in g if _num(x.get("mem_used")) and x["mem_used"]]
+        total = next((x["mem_total"] for x in g if _num(x.get("mem_total")) and x["mem_total"]), None)
         if used:
             f["gpu.mem_used_max"] = float(max(used))
         if used and total:
             f["gpu.mem_total"] = float(total)
             f["gpu.mem_fraction_peak"] = max(used) / total
-        thr = [x.get("throttle") or [] for x in g]
-        f["gpu.throttled_share"] = sum(1 for t in thr if any(n not in ("gpu_idle", "applications_clocks_setting")
-                                                              for n in t)) / len(thr)
+        thr = [x["throttle"] for x in g if isinstance(x.get("throttle"), list)]  # None: NVML did not answer
+        if thr:
+            f["gpu.throttled_share"] = sum(1 for t in thr if any(n not in ("gpu_idle", "applications_clocks_setting")
+                                                                  for n in t)) / len(thr)
 
 
 def from_check(check_facts: dict[str, Any]) -> dict[str, Any]:
     """The check probes' facts that rules read, under the catalogue's names."""
     f: dict[str, Any] = {}
-    _put(f, "check.decode_ms", (check_facts.get("io.decode_ms_median") or 0) + (check_facts.get("io.resize_ms_median")
-                                                                               or 0) or None)
-    fmts = check_facts.get("dataset.image_formats") or {}
-    total = sum(fmts.values()) if isinstance(fmts, dict) else 0
+    decode = [v for v in (check_facts.get("io.decode_ms_median"), check_facts.get("io.resize_ms_median")) if _num(v)]
+    if decode and sum(decode):
+        _put(f, "check.decode_ms", sum(decode))
+    fmts = _d(check_facts.get("dataset.image_formats"))
+    total = sum(v for v in fmts.values() if _num(v))
     if total:
-        f["check.image_formats_png_share"] = sum(v for k, v in fmts.items() if k.lower().endswith("png")) / total
+        _put(f, "check.image_formats_png_share",
+             sum(v for k, v in fmts.items() if _num(v) and str(k).lower().endswith("png")) / total)
     _put(f, "check.cache_ram_fits", check_facts.get("cache.ram_fits"))
     _put(f, "cpu.usable", check_facts.get("cpu.usable"))
     _put(f, "gpu.name", check_facts.get("gpu.name"))
     cc = check_facts.get("gpu.compute_capability")
-    if cc:
-        f["gpu.cc_major"] = float(cc[0])
+    if isinstance(cc, (list, tuple)) and cc:
+        _put(f, "gpu.cc_major", cc[0])
     return f

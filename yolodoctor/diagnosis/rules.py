@@ -38,6 +38,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from yolodoctor import yamlsafe
 from yolodoctor.diagnosis import template
 from yolodoctor.diagnosis.facts import CATALOGUE
 from yolodoctor.errors import InputError
@@ -157,9 +158,20 @@ def context(flat: dict[str, Any]):
     return ctx
 
 
+# CEL's comprehension macros loop; nested, they take exponential time (six nested .map() over ten items: minutes).
+# Rules compare facts and need no loops, so the macros are refused (string literals are blanked before the search).
+MACROS = re.compile(r"\.\s*(all|exists_one|exists|map|filter|transformList|transformMapEntry|transformMap|sortBy)"
+                    r"\s*\(")
+STRINGS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
 def _compile(expr: str, rule: Rule, where: str):
     import cel
 
+    macro = MACROS.search(STRINGS.sub("''", expr))
+    if macro:
+        raise RuleError(f"{rule.source}: rule {rule.id}: {where} uses the comprehension macro {macro.group(1)}(), "
+                        "which rules may not use")
     try:
         prog = cel.compile(expr)
     except Exception as e:  # the library raises ValueError with a caret diagram
@@ -213,7 +225,7 @@ def compile_rule(rule: Rule) -> Compiled:
 
 def parse_rule_file(path: Path, text: str) -> Rule:
     try:
-        raw = yaml.safe_load(text)
+        raw = yamlsafe.safe_load(text)  # safe_load, and no alias bomb
     except yaml.YAMLError as e:
         raise RuleError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(raw, dict):

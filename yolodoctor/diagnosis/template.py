@@ -6,8 +6,12 @@ name as one fact key and refuses anything that is not a declared fact, so a rule
 
 from __future__ import annotations
 
+import re
 import string
 from typing import Any
+
+
+MAX_WIDTH = 80
 
 
 class TemplateError(ValueError):
@@ -40,6 +44,16 @@ def fields(template: str) -> list[str]:
 
 
 def validate(template: str, allowed: set[str]) -> None:
+    try:
+        nested = [spec for _, f, spec, _ in string.Formatter().parse(template) if f is not None and "{" in spec]
+    except ValueError as e:
+        raise TemplateError(f"bad template: {e}") from None
+    if nested:  # str.format would fill {...} inside a format spec from other fields, recursively
+        raise TemplateError(f"a format spec may not hold a field: {{...:{nested[0]}}}")
+    wide = [spec for _, f, spec, _ in string.Formatter().parse(template)
+            if f is not None and any(int(n) > MAX_WIDTH for n in re.findall(r"\d+", spec or ""))]
+    if wide:  # {x:>999999999} would build a string of that many characters
+        raise TemplateError(f"format widths and precisions above {MAX_WIDTH} are refused: {{...:{wide[0]}}}")
     for f in fields(template):
         if f == "" or f.isdigit():
             raise TemplateError("template fields must name a fact, e.g. {loader.workers}")

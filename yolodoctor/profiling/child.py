@@ -31,6 +31,24 @@ def apply_torch_flags(flags: dict) -> None:
         setattr(target, attr, bool(value))
 
 
+def no_dataset_downloads() -> None:
+    """Ultralytics' ``check_det_dataset`` runs a data.yaml's ``download:`` field (Python through exec, or a shell
+    command) when the val path is missing (DESIGN.md section 5). A training yolodoctor launches - a profile, a trial,
+    ``fix --apply`` replaying recorded arguments - never does: the check runs with ``autodownload=False``, so a missing
+    val path ends the training with Ultralytics' own "images not found" error, which the profile records."""
+    from ultralytics.data import utils
+    from ultralytics.engine import trainer, validator  # noqa: F401 - they hold their own reference to the function
+
+    original = utils.check_det_dataset
+
+    def check_det_dataset(dataset, autodownload: bool = True, split: str = ""):
+        return original(dataset, autodownload=False, split=split)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("ultralytics") and getattr(module, "__dict__", {}).get("check_det_dataset") is original:
+            module.check_det_dataset = check_det_dataset
+
+
 def main(run_dir: str) -> int:
     signals.install()
     session = Session(run_dir)
@@ -38,6 +56,7 @@ def main(run_dir: str) -> int:
     try:
         from ultralytics import YOLO
 
+        no_dataset_downloads()
         args = dict(session.spec["args"])
         apply_torch_flags(session.spec.get("torch_flags") or {})
         model = YOLO(args.pop("model"))

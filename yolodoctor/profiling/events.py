@@ -60,25 +60,35 @@ class EventWriter:
 
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
     """Records of a JSONL file (or of FILE.gz where only the compressed copy exists, as in recorded fixtures);
-    a torn last line (the writer was killed mid-write) is skipped."""
+    a torn last line (the writer was killed mid-write) is skipped. Only a regular file is read (a run directory
+    from elsewhere may hold a FIFO or a link to /dev/zero), and a damaged file yields what can be read of it."""
+    import zlib
+
+    from yolodoctor.rundir import open_regular
+
     path = Path(path)
+    gz = not path.exists() and Path(f"{path}.gz").exists()
     try:
-        if not path.exists() and Path(f"{path}.gz").exists():
+        raw = open_regular(f"{path}.gz" if gz else path, binary=gz)
+    except (OSError, ValueError):  # missing, not a regular file, or a name with a NUL byte
+        return
+    with raw:
+        if gz:
             import gzip
 
-            fh = gzip.open(f"{path}.gz", "rt", encoding="utf-8")
+            fh = gzip.open(raw, "rt", encoding="utf-8", errors="replace")
         else:
-            fh = open(path, encoding="utf-8")
-    except FileNotFoundError:
-        return
-    with fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict) and "type" in rec:
-                yield rec
+            fh = raw
+        try:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    rec = json.loads(line)
+                except (json.JSONDecodeError, RecursionError):
+                    continue
+                if isinstance(rec, dict) and "type" in rec:
+                    yield rec
+        except (OSError, EOFError, zlib.error):  # a truncated or corrupt .gz: what came before stands
+            return

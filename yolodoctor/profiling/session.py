@@ -60,7 +60,10 @@ class Session:
     # ------------------------------------------------------------------ hooks from the recorder
     def _write_roles(self, roles: dict[int, str]) -> None:
         if self.rank in (-1, 0):
-            write_json_atomic(self.run / ROLES, {str(k): v for k, v in roles.items()})
+            try:
+                write_json_atomic(self.run / ROLES, {str(k): v for k, v in roles.items()})
+            except OSError as e:  # a full disk loses the roles file, never the training (the sampler guesses roles)
+                self.events.write("roles_error", error=f"{type(e).__name__}: {e}"[:300])
 
     def _on_settings(self, settings: dict) -> None:
         if self.spec.get("steps") == "auto":
@@ -105,10 +108,25 @@ class Session:
         if self.ended:
             return
         self.ended = True
+        self._close_trace(reason)
         self.recorder.finish()
         self.events.write("run_end", status=status, reason=reason, steps=self.recorder.total_steps,
                           bounded=self.recorder.bounded)
         self.events.close()
+
+    def _close_trace(self, reason: str | None) -> None:
+        """A training that ends inside the trace window (crash, OOM, Ctrl-C) leaves torch.profiler running, and the
+        process then dies of SIGSEGV at exit (seen on the CPU with torch 2.14): stop it, and say the window is lost."""
+        t = self.trace
+        if t is None or t.prof is None or t.done:
+            return
+        prof, t.prof, t.done = t.prof, None, True
+        try:
+            prof.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001 - the record matters more than the trace
+            pass
+        t.skipped = f"the training ended inside the trace window ({reason or 'without a reason'})"
+        self.events.write("trace", skipped=t.skipped)
 
 
 def classify_error(e: BaseException) -> tuple[str, int]:

@@ -1,0 +1,377 @@
+"""Issue 6's figures from the results of bench/h200_benchmark.py: printed, and with --write put in BENCHMARKS.md.
+
+    python bench/report_h200.py [--results bench/results/h200-benchmark] [--write] [--json]
+
+Every figure is a ratio of two measurements; the report says whether both were taken on one machine (one lease: the
+same boot of the same host) and falls back to what there is, saying so. It works on partial results: what is missing
+is listed with the command that measures it. Definitions:
+  steady images/s   images / (data wait + compute) over a run's steps after 20 + workers x 4 (digest() in
+                    h200_benchmark.py): compilation, the first queue fill and validation are left out
+  applied / defaults   the applied run (the whole training `fix --apply` relaunched) over the defaults' whole run
+  vs best swept     the applied plan's configuration profiled in the sweep (bounded, like every grid point) over the
+                    fastest grid point; without it, the applied run's steady rate (different run lengths: flagged)
+  100-epoch time    setup + first-steps excess (compile, queue fill) + 100 x (images per epoch / steady + validation)
+  compile cost      the first steps' excess over the steady step time, compiled minus eager, cold and warm cache
+  spread            |a - b| / mean of one configuration profiled twice
+  loss parity       mean per-image loss over the last fifth of the optimizer steps both runs made (same count);
+                    noise = the larger of 2 standard errors of those means and the same difference between the two
+                    spread runs (one configuration twice)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+import h200_benchmark as hb  # noqa: E402
+
+GOALS = {"fix-safe": 3.5, "fix-unsafe": 4.0}
+GOAL_BEST, GOAL_SPREAD, PLANNED_EPOCHS = 0.90, 0.05, 100
+
+
+# ---------------------------------------------------------------------------------------------------------- helpers
+def units(res: dict, part: str) -> dict[str, dict]:
+    return (res.get(part) or {}).get("units", {})
+
+
+def lease(rec: dict | None) -> str | None:
+    return ((rec or {}).get("machine") or {}).get("lease")
+
+
+def ok(rec: dict | None) -> bool:
+    return bool(rec) and rec.get("status") == "complete" and bool(rec.get("steady_ips"))
+
+
+def fmt(v: Any, spec: str = ".1f", none: str = "-") -> str:
+    return none if v is None else format(v, spec)
+
+
+def same_machine(*recs: dict | None) -> str:
+    ls = {lease(r) for r in recs if r}
+    return "one machine" if len(ls) == 1 else f"DIFFERENT machines (leases {', '.join(sorted(map(str, ls)))})"
+
+
+def defaults_for(res: dict, rec: dict | None) -> dict | None:
+    """The defaults' whole run, from the machine that ran ``rec`` when there is one."""
+    cands = [r for r in (units(res, "defaults").get("defaults"), units(res, "fix-safe").get("defaults"),
+                         units(res, "fix-unsafe").get("defaults")) if ok(r)]
+    return next((r for r in cands if lease(r) == lease(rec)), cands[0] if cands else None)
+
+
+def best_swept(res: dict) -> dict | None:
+    runs = [r for n, r in units(res, "sweep").items() if not n.startswith("plan-") and ok(r)]
+    return max(runs, key=lambda r: r["steady_ips"]) if runs else None
+
+
+def planned_time(run: dict, epochs: int = PLANNED_EPOCHS) -> dict[str, float] | None:
+    """Seconds for a planned run of ``epochs``: one-off costs once, the steady epoch (training + validation) each."""
+    if not ok(run) or not run.get("epochs"):
+        return None
+    ep = run["epochs"][-1]
+    ipe = ep.get("images") or run["settings"].get("images_per_epoch")
+    one_off = (run.get("setup_s") or 0) + max(run.get("first_steps_excess_s") or 0, 0)
+    per_epoch = ipe / run["steady_ips"] + (ep.get("val_s") or 0)
+    return {"one_off_s": one_off, "epoch_s": per_epoch, "total_s": one_off + epochs * per_epoch,
+            "setup_s": run.get("setup_s") or 0, "excess_s": run.get("first_steps_excess_s") or 0,
+            "val_s": ep.get("val_s") or 0}
+
+
+def loss_gap(a: list[float], b: list[float]) -> dict[str, float] | None:
+    n = min(len(a), len(b))
+    if n < 4:
+        return None
+    w = max(3, n // 5)
+    xa, xb = a[n - w:n], b[n - w:n]
+    ma, mb = statistics.fmean(xa), statistics.fmean(xb)
+    se = (statistics.variance(xa) / w + statistics.variance(xb) / w) ** 0.5
+    return {"opt_steps": n, "window": w, "a": ma, "b": mb, "rel": (mb - ma) / ma if ma else 0.0,
+            "two_se_rel": 2 * se / ma if ma else 0.0}
+
+
+def loss_parity(res: dict, defaults: dict | None, applied: dict | None) -> dict | None:
+    if not (defaults and applied and defaults.get("loss_per_opt_step") and applied.get("loss_per_opt_step")):
+        return None
+    g = loss_gap(defaults["loss_per_opt_step"], applied["loss_per_opt_step"])
+    if g is None:
+        return None
+    s1, s2 = units(res, "spread").get("spread-1"), units(res, "spread").get("spread-2")
+    ref = loss_gap(s1.get("loss_per_opt_step") or [], s2.get("loss_per_opt_step") or []) if s1 and s2 else None
+    g["ref_rel"] = abs(ref["rel"]) if ref else None
+    g["band"] = max(g["two_se_rel"], g["ref_rel"] or 0.0)
+    g["within"] = abs(g["rel"]) <= g["band"]
+    return g
+
+
+def trial_ratio(fx: dict) -> tuple[str, float] | None:
+    """The trials' own (bounded, interleaved) ratio for the set of changes that was kept, where one candidate is it."""
+    kept = set(fx.get("kept") or {})
+    verdicts = {v["candidate"]: v for v in (fx.get("trials") or {}).get("verdicts", [])}
+    base = (verdicts.get("baseline") or {}).get("median")
+    plan_keys = {c["key"] for c in fx.get("plan", [])}
+    name = "plan" if kept and kept == plan_keys and "plan" in verdicts else (
+        next((n for n in verdicts if len(kept) == 1 and n.startswith(f"{next(iter(kept))}=")), None))
+    v = verdicts.get(name) if name else None
+    return (name, v["median"] / base) if v and v.get("median") and base else None
+
+
+# ---------------------------------------------------------------------------------------------------------- figures
+def figures(res: dict) -> dict[str, Any]:
+    """Every number the report prints, as data (the test reads this)."""
+    out: dict[str, Any] = {"fix": {}}
+    best = best_swept(res)
+    out["best_swept"] = {"name": best["config"], "ips": best["steady_ips"]} if best else None
+    for part in ("fix-safe", "fix-unsafe"):
+        fx = units(res, part).get("fix")
+        if not fx:
+            continue
+        applied = fx.get("applied_run")  # the plan's run, or the original arguments' where nothing was kept
+        if applied is not None:
+            applied = {**applied, "machine": fx.get("machine")}
+        d = defaults_for(res, fx)
+        f: dict[str, Any] = {"status": fx.get("status"), "kept": fx.get("kept"), "applied": fx.get("applied"),
+                             "goal": GOALS[part], "trial_ratio": trial_ratio(fx)}
+        if ok(applied) and d:
+            f["ratio"] = applied["steady_ips"] / d["steady_ips"]
+            f["ips"] = (d["steady_ips"], applied["steady_ips"])
+            f["ratio_machines"] = same_machine(applied, d)
+            f["met"] = f["ratio"] >= GOALS[part]
+            td, tp = planned_time(d), planned_time(applied)
+            if td and tp:
+                f["planned"] = {"defaults": td, "plan": tp, "saved_s": td["total_s"] - tp["total_s"]}
+        sw = units(res, "sweep").get("plan-" + part[4:])
+        if best and ok(sw):
+            r = sw["steady_ips"] / best["steady_ips"]
+            f["vs_best"] = {"ratio": r, "how": "sweep (bounded, like the grid)", "machines": same_machine(sw, best),
+                            "met": r >= GOAL_BEST}
+        elif best and ok(applied):
+            f["vs_best"] = {"ratio": applied["steady_ips"] / best["steady_ips"],
+                            "how": "applied whole run vs bounded grid run (plan not yet in the sweep)",
+                            "machines": same_machine(applied, best),
+                            "met": applied["steady_ips"] / best["steady_ips"] >= GOAL_BEST}
+        f["loss"] = loss_parity(res, d, applied)
+        out["fix"][part] = f
+    s = [units(res, "spread").get(f"spread-{i}") for i in (1, 2)]
+    if all(ok(r) for r in s):
+        a, b = s[0]["steady_ips"], s[1]["steady_ips"]
+        out["spread"] = {"config": s[0].get("config"), "values": [a, b], "spread": abs(a - b) / ((a + b) / 2),
+                         "machines": same_machine(*s), "met": abs(a - b) / ((a + b) / 2) <= GOAL_SPREAD}
+    c = units(res, "compile").get("compile")
+    if c:
+        out["compile"] = {k: c.get(k) for k in ("config", "cost_cold_s", "cost_warm_s", "compile_mapped_off")}
+    return out
+
+
+def missing(res: dict) -> list[str]:
+    scale = next((d.get("scale") for d in res.values()), None) or {}
+    tiny = bool(scale.get("tiny"))
+    want = {"dataset": ["dataset"], "defaults": ["defaults"], "fix-safe": ["fix"], "fix-unsafe": ["fix"],
+            "loader": list(hb.loader_units(tiny)),
+            "sweep": [c.name for c in hb.grid(tiny)] + [f"plan-{p}" for p in ("safe", "unsafe")
+                                                      if units(res, f"fix-{p}").get("fix", {}).get("kept")],
+            "spread": ["spread-1", "spread-2"], "compile": ["compile"]}
+    out = []
+    for part, names in want.items():
+        have = units(res, part)
+        gone = [n for n in names if n not in have]
+        if gone:
+            out.append(f"{part}: {', '.join(gone)} (`bash bench/h200_benchmark.sh {part}`)")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------- text
+def machines(res: dict) -> str:
+    seen: dict[str, dict] = {}
+    for doc in res.values():
+        for r in doc["units"].values():
+            m = r.get("machine") or {}
+            e = seen.setdefault(m.get("lease"), {"m": m, "dates": [], "torch": None})
+            e["dates"].append(r.get("finished") or "")
+            e["torch"] = e["torch"] or (r.get("settings") or {}).get("torch")
+    return "\n".join(f"- lease {k}: {v['m'].get('gpu') or 'no GPU'} ({v['m'].get('gpu_uuid') or '-'}), "
+                     f"{v['m'].get('describe')}, torch {v['torch'] or '?'}, Ultralytics {v['m'].get('ultralytics')}; "
+                     f"{min(v['dates'])} to {max(v['dates'])}" for k, v in seen.items())
+
+
+def sweep_table(res: dict) -> list[str]:
+    rows = ["| config | arguments | steady img/s | profile's img/s | window | data wait | GPU util | compile active | "
+            "precision | cache | setup s | lease |", "|" + "---|" * 12]
+    recs = sorted(units(res, "sweep").values(), key=lambda r: -(r.get("steady_ips") or 0))
+    for r in recs:
+        st, fa = r.get("settings") or {}, r.get("facts") or {}
+        rows.append(f"| {r.get('config')} | {' '.join(hb.words(r.get('args') or {}))} | {fmt(r.get('steady_ips'))} | "
+                    f"{fmt(r.get('summary_ips'))} | {'ok' if r.get('window_valid') else 'short'} | "
+                    f"{fmt(r.get('wait_share'), '.0%')} | {fmt(fa.get('gpu.util_mean'), '.0f')} | "
+                    f"{st.get('compile_active')} | {st.get('precision')} | {st.get('cache')} | "
+                    f"{fmt(r.get('setup_s'))} | {lease(r)} |" + ("" if r.get("status") == "complete"
+                                                                 else f" {r.get('status')}: {r.get('reason')} |"))
+    return rows if recs else ["(no sweep results)"]
+
+
+def loader_table(res: dict) -> list[str]:
+    recs = units(res, "loader")
+    if not recs:
+        return ["(no loader results)"]
+    rows = ["| unit | workers | batch | cache | images/s alone | valid | first batch s | lease |", "|" + "---|" * 8]
+    for n, r in recs.items():
+        rows.append(f"| {n} | {r.get('workers')} | {r.get('batch')} | {(r.get('args') or {}).get('cache', False)} | "
+                    f"{fmt(r.get('images_per_s'))} | {r.get('valid')} | {fmt(r.get('first_batch_s'), '.2f')} | "
+                    f"{lease(r)} |")
+    return rows
+
+
+def trial_tables(fx: dict) -> list[str]:
+    rows = ["Plan: " + ("; ".join(f"{c['key']} {c['before']!r} -> {c['after']!r} ({c['safety']}, {c['reason']})"
+                                  for c in fx.get("plan", [])) or "no change"),
+            f"Findings on the defaults' profile: {', '.join(fx.get('findings', [])) or 'none'}.", "",
+            "| candidate | images/s per repeat | median | vs baseline | kept | why |", "|---|---|---|---|---|---|"]
+    tr = fx.get("trials") or {}
+    for v in tr.get("verdicts", []):
+        reps = [fmt(r.get("images_per_s")) for r in tr.get("runs", []) if r["candidate"] == v["candidate"]]
+        rows.append(f"| {v['candidate']} | {' '.join(reps)} | {fmt(v.get('median'))} | {fmt(v.get('gain'), '+.1%')} | "
+                    f"{'yes' if v.get('kept') else 'no'} | {v.get('why')} |")
+    ap = fx.get("applied") or {}
+    rows.append(f"\nApplied: {ap.get('applied')} ({ap.get('status')})"
+                + (f", rolled back: {ap.get('rollback_reason')}" if ap.get("rolled_back") else "")
+                + f"; arguments {ap.get('args') or {}}" + (f", also {ap['other']}" if ap.get("other") else "") + ".")
+    return rows
+
+
+def explain(res: dict, part: str, f: dict) -> list[str]:
+    """The measurements behind a missed goal: loader capacity vs consumption, GPU, compile, and what differs from
+    the best configuration."""
+    fx = units(res, part)["fix"]
+    run = fx.get("applied_run") or {}
+    st, fa = run.get("settings") or {}, run.get("facts") or {}
+    out = []
+    w, b, cache = st.get("workers"), st.get("batch"), st.get("cache")
+    cap = next((r.get("images_per_s") for r in units(res, "loader").values()
+                if r.get("workers") == w and r.get("batch") == b and bool((r.get("args") or {}).get("cache")) ==
+                bool(cache) and r.get("images_per_s")), None)
+    src = "loader part"
+    if cap is None:
+        cap, src = ((fx.get("profile") or {}).get("facts") or {}).get("loader.capacity_images_per_s"), \
+            "the defaults' profile (its workers and batch)"
+    ips = run.get("steady_ips")
+    if ips and cap:
+        out.append(f"loader: the applied run consumed {ips:.0f} img/s; the loader alone delivers {cap:.0f} img/s "
+                   f"with {w} workers at batch {b}{' (cache)' if cache else ''} ({src}): "
+                   + ("the loader is the limit" if ips >= 0.85 * cap else "headroom left, the GPU side is the limit"))
+    out.append(f"GPU: utilisation {fmt(fa.get('gpu.util_mean'), '.0f')}% (NVML, device-wide), data wait "
+               f"{fmt(run.get('wait_share'), '.0%')}, training thread {fmt(fa.get('cpu.train_thread_pct'), '.0f')}% "
+               f"of a core, CPU saturated {fmt(fa.get('cpu.saturated_share'), '.0%')} of the time")
+    out.append(f"compile: asked {st.get('compile_requested')!r}, active {st.get('compile_active')}; first-steps "
+               f"excess {fmt(run.get('first_steps_excess_s'))} s (compile part: cold "
+               f"{fmt(units(res, 'compile').get('compile', {}).get('cost_cold_s'))} s, warm "
+               f"{fmt(units(res, 'compile').get('compile', {}).get('cost_warm_s'))} s)")
+    best = best_swept(res)
+    if best:
+        plan_args = {**hb.DEFAULTS.args(), **(fx.get("applied") or {}).get("args", {})}
+        diff = {k: v for k, v in (best.get("args") or {}).items() if plan_args.get(k, False) != v}
+        out.append(f"best swept {best['config']} ({best['steady_ips']:.0f} img/s) differs from the plan in "
+                   f"{' '.join(hb.words(diff)) or 'nothing planned'}; the plan dropped: "
+                   + ("; ".join(f"{x.get('key')}: {x.get('reason')}" for x in fx.get("dropped", [])) or "nothing"))
+    return out
+
+
+def body(res: dict) -> str:
+    if not res:
+        return "No results yet: run `bash bench/h200_benchmark.sh dataset defaults` on the H200 first."
+    scale = next(iter(res.values())).get("scale", {})
+    f = figures(res)
+    L = ["## H200: how close `fix --verify --apply` gets to the best configuration (issue 6)", ""]
+    if scale.get("tiny"):
+        L += ["**TINY CPU SCALE: these figures exercise the pipeline; they are not the H200's.**", ""]
+    L += [f"Scale: {scale.get('images')} train / {scale.get('val_images')} val images of {scale.get('size')} "
+          f"(synthetic JPEG), {scale.get('model')}, imgsz {scale.get('imgsz')}, epochs={scale.get('epochs')} "
+          f"close_mosaic=0 (mosaic on, no warm-up), fix --reps {scale.get('reps')}. Report made {common.today()}. "
+          "Machines:",
+          machines(res), "", "| figure | goal | measured | met | how |", "|---|---|---|---|---|"]
+    for part, x in f["fix"].items():
+        ap = x.get("applied") or {}
+        L.append(f"| {part}: applied / defaults, steady img/s | >= {x['goal']}x | {fmt(x.get('ratio'), '.2f')}x"
+                 + (f" ({x['ips'][0]:.1f} -> {x['ips'][1]:.1f})" if x.get("ips") else "") + f" | {_yn(x.get('met'))} "
+                 f"| whole runs, {x.get('ratio_machines', 'not measured')}; applied: {ap.get('applied')}"
+                 + (f" (rolled back: {ap.get('rollback_reason')})" if ap.get("rolled_back") else "")
+                 + (f"; trials ({x['trial_ratio'][0]} vs baseline, bounded): {x['trial_ratio'][1]:.2f}x"
+                    if x.get("trial_ratio") else "") + " |")
+        vb = x.get("vs_best") or {}
+        L.append(f"| {part}: plan / best swept | >= {GOAL_BEST:.0%} | {fmt(vb.get('ratio'), '.0%')} | "
+                 f"{_yn(vb.get('met'))} | {vb.get('how', 'not measured')}, {vb.get('machines', '')} |")
+        p = x.get("planned")
+        if p:
+            L.append(f"| {part}: time saved over {PLANNED_EPOCHS} epochs | - | {p['saved_s'] / 3600:.2f} h "
+                     f"({p['saved_s']:.0f} s) | - | defaults {p['defaults']['total_s'] / 3600:.2f} h vs plan "
+                     f"{p['plan']['total_s'] / 3600:.2f} h; one-off {p['defaults']['one_off_s']:.0f} s vs "
+                     f"{p['plan']['one_off_s']:.0f} s (setup incl. cache {p['plan']['setup_s']:.0f} s, first steps "
+                     f"incl. compile {p['plan']['excess_s']:.0f} s); epoch {p['defaults']['epoch_s']:.0f} s vs "
+                     f"{p['plan']['epoch_s']:.0f} s |")
+        lo = x.get("loss")
+        if lo:
+            L.append(f"| {part}: loss vs defaults at {lo['opt_steps']} optimizer steps | within noise"
+                     f"{' (safe)' if part == 'fix-safe' else ''} | {lo['rel']:+.1%} ({lo['a']:.4f} -> {lo['b']:.4f}) "
+                     f"| {_yn(lo['within']) if part == 'fix-safe' else ('within' if lo['within'] else 'outside')} "
+                     f"| noise band {lo['band']:.1%} (2 s.e. {lo['two_se_rel']:.1%}, two runs of one config "
+                     f"{fmt(lo['ref_rel'], '.1%')}), mean of the last {lo['window']} optimizer steps |")
+    sp = f.get("spread")
+    if sp:
+        L.append(f"| spread of {sp['config']} run twice | <= {GOAL_SPREAD:.0%} | {sp['spread']:.1%} "
+                 f"({sp['values'][0]:.1f}, {sp['values'][1]:.1f} img/s) | {_yn(sp['met'])} | bounded, "
+                 f"{sp['machines']} |")
+    c = f.get("compile")
+    if c:
+        L.append(f"| compile cost, {c['config']} | - | cold {fmt(c['cost_cold_s'], '.0f')} s, warm "
+                 f"{fmt(c['cost_warm_s'], '.0f')} s | - | first steps' excess over eager"
+                 + ("; compile mapped off at this scale" if c.get("compile_mapped_off") else "") + " |")
+    if f.get("best_swept"):
+        L.append(f"| best swept configuration | - | {f['best_swept']['name']}: {f['best_swept']['ips']:.1f} img/s "
+                 "| - | bounded profile |")
+    for part, x in f["fix"].items():
+        missed = [x.get("met"), (x.get("vs_best") or {}).get("met")] + ([x["loss"]["within"]] if part == "fix-safe"
+                                                                         and x.get("loss") else [])
+        if False in missed:
+            L += ["", f"Why {part} missed a goal (measured):"] + [f"- {e}" for e in explain(res, part, x)]
+    for part in ("fix-safe", "fix-unsafe"):
+        fx = units(res, part).get("fix")
+        if fx:
+            L += ["", f"### Trials of {part} (`fix --verify`, interleaved, lease {lease(fx)})", ""] + trial_tables(fx)
+    L += ["", "### Sweep (bounded `profile --no-trace`, steady images/s, fastest first)", ""] + sweep_table(res)
+    L += ["", "### The loader alone (Ultralytics' train loader, no model, mosaic on)", ""] + loader_table(res)
+    gone = missing(res)
+    L += ["", "### Missing", ""] + ([f"- {m}" for m in gone] or ["Nothing: every part is recorded."])
+    L += ["", "### Re-running it", "", "```", hb.__doc__[hb.__doc__.index("Commands for the GPU session"):].strip(),
+          "python bench/report_h200.py --write", "```"]
+    return "\n".join(L)
+
+
+def _yn(v: bool | None) -> str:
+    return "-" if v is None else ("yes" if v else "**no**")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", type=Path, default=hb.RESULTS)
+    ap.add_argument("--write", action="store_true", help="write the section h200-benchmark of BENCHMARKS.md")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON instead")
+    a = ap.parse_args(argv)
+    res = hb.load_results(a.results)
+    if a.json:
+        print(json.dumps(figures(res), indent=1, default=str))
+        return 0
+    text = body(res)
+    print(text)
+    if a.write:
+        if any(d.get("scale", {}).get("tiny") for d in res.values()):
+            print("not written: tiny-scale results do not go into BENCHMARKS.md", file=sys.stderr)
+            return 2
+        common.write_section("h200-benchmark", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

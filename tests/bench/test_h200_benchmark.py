@@ -1,0 +1,268 @@
+"""bench/h200_benchmark.py and bench/report_h200.py without training: the grid, the digest of a run directory, the
+resumable bookkeeping (budget, skip, redo, detached fix), and the report's figures on synthetic results."""
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import common  # noqa: E402
+import h200_benchmark as hb  # noqa: E402
+import report_h200 as rep  # noqa: E402
+
+KNOBS = ("batch", "workers", "amp", "compile", "cache")
+
+
+# ---------------------------------------------------------------------------------------------------------- grid
+def test_grid_covers_every_knob_level_in_a_small_fraction():
+    g = hb.grid()
+    assert 12 <= len(g) <= 16 and len({c.name for c in g}) == len(g)
+    assert g[0] == hb.DEFAULTS and g[0].args() == {"batch": 16, "workers": 8}
+    levels = {k: {getattr(c, k) for c in g} for k in KNOBS}
+    assert {64, 128} <= levels["batch"] and levels["workers"] == {8, 16} and levels["amp"] == {"fp16", "bf16"}
+    assert levels["compile"] == {False, True, "reduce-overhead"} and levels["cache"] == {False, "ram"}
+    for knob in KNOBS:  # each knob's effect is readable from a pair of configurations one knob apart
+        pairs = [(a.name, b.name) for a in g for b in g if getattr(a, knob) != getattr(b, knob)
+                 and all(getattr(a, k) == getattr(b, k) for k in KNOBS if k != knob)]
+        assert pairs, f"no pair of grid points differs in {knob} alone"
+    assert all(c.why for c in g)
+
+
+def test_tiny_grid_maps_and_dedupes():
+    g = hb.grid(tiny=True)
+    args = [json.dumps(c.args(True), sort_keys=True) for c in g]
+    assert len(set(args)) == len(args) < len(hb.GRID)
+    assert all("compile" not in c.args(True) and "amp" not in c.args(True) for c in g)
+    assert {c.args(True)["batch"] for c in g} == {2, 4, 8}
+    assert [c.name for c in hb.grid(names=["b64-w16", "b128-w16-ro"])] == ["b64-w16", "b128-w16-ro"]
+    assert hb.words({"batch": 64, "compile": "reduce-overhead", "cache": False}) == \
+        ["batch=64", "compile=reduce-overhead", "cache=False"]
+
+
+# ---------------------------------------------------------------------------------------------------------- digest
+def write_run(run: Path, *, batch=16, steps=60, step_s=0.1, slow=0.3, accumulate=4, loss=2.0, workers=0):
+    """A run directory as `yolodoctor profile` writes it: the first 20 steps slow, then steady, one epoch."""
+    run.mkdir(parents=True)
+    ev = [{"type": "run_start", "t": 0.0}, {"type": "epoch_start", "t": 5.0, "epoch": 0}]
+    t = 5.0
+    for n in range(steps):
+        d = slow if n < 20 else step_s
+        ev.append({"type": "step", "epoch": 0, "i": n, "step": n, "n": n, "t0": t + 0.01, "t1": t + d,
+                   "wait": 0.01, "compute": d - 0.01, "images": batch, "batch": batch, "accumulate": accumulate,
+                   "loss": loss * batch})
+        t += d
+    ev += [{"type": "epoch_end", "t": t, "epoch": 0, "seconds": t - 5.0, "steps": steps},
+           {"type": "fit_epoch_end", "t": t + 2.0, "epoch": 0}, {"type": "run_end", "t": t + 3.0}]
+    (run / "events.jsonl").write_text("\n".join(map(json.dumps, ev)) + "\n{\"type\": \"ste")  # a cut-off last line
+    (run / "profile.json").write_text(json.dumps({"status": "complete", "settings": {
+        "batch": batch, "workers": workers, "prefetch_factor": 4 if workers else None, "compile_active": False},
+        "summary": {"images_per_s": 1.0, "window": {"valid": True}}}))
+
+
+def test_digest_steady_rate_excess_setup_epochs_and_optimizer_steps(tmp_path):
+    write_run(tmp_path / "r", batch=16, steps=60, step_s=0.1, slow=0.3, accumulate=4, loss=2.0)
+    d = hb.digest(tmp_path / "r", curve=True)
+    assert d["steady_ips"] == pytest.approx(160.0) and d["steady_steps"] == 40
+    assert d["first_steps_excess_s"] == pytest.approx(20 * 0.3 - 20 * 0.1)
+    assert d["setup_s"] == pytest.approx(5.0)
+    assert d["epochs"] == [{"epoch": 0, "train_s": pytest.approx(10.0), "steps": 60, "val_s": pytest.approx(2.0),
+                            "images": 960}]
+    assert d["loss_per_opt_step"] == [2.0] * 15  # 60 micro-batches / accumulate 4, loss per image
+    assert "facts" in d or "facts_error" in d
+
+
+def test_opt_curve_follows_accumulate_as_ultralytics_does():
+    steps = [{"step": n, "n": n, "accumulate": acc, "loss": float(n), "images": 1}
+             for n, acc in enumerate([1, 1, 2, 2, 2, 2, 4, 4, 4, 4])]
+    # steps at ni 0, 1, 3, 5, 9 (ni - last >= accumulate); each averages its micro-batches since the last one
+    assert hb.opt_curve(steps) == [0.0, 1.0, 2.5, 4.5, 7.5]
+
+
+# ---------------------------------------------------------------------------------------------------------- runner
+def namespace(tmp_path, budget=100.0, redo=None):
+    return argparse.Namespace(scale=hb.TINY, work=str(tmp_path / "w"), results=str(tmp_path / "r"), budget_s=budget,
+                              redo=redo, fix_try=None, grid=None, spread_config="b64-w16",
+                              compile_config="b64-w16-ro", parts=["sweep"])
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Four sweep units of 40 (fake) seconds each; the dataset is there; calls are counted."""
+    calls = []
+    monkeypatch.setattr(hb, "machine", lambda: {"lease": "L1", "host": "h", "gpu": None})
+
+    def units(self, part):
+        if part != "sweep":
+            return []
+
+        def run(name):
+            def fn():
+                if name == "u4" and fake.not_yet:
+                    raise hb.NotYet("still running")
+                calls.append(name)
+                self.t0 -= 40  # 40 s go by
+                return {"status": "complete", "steady_ips": 100.0, "wall_s": 40}
+            return fn
+        return [hb.Unit(n, "bounded", run(n)) for n in ("u1", "u2", "u3", "u4")]
+
+    monkeypatch.setattr(hb.Runner, "units", units)
+    fake.calls, fake.not_yet = calls, False
+    return fake
+
+
+def test_budget_stops_cleanly_and_a_rerun_resumes(tmp_path, fake):
+    assert hb.cmd_run(namespace(tmp_path, budget=100)) == hb.CALL_AGAIN
+    assert fake.calls == ["u1", "u2"]  # 100 s: u1 (est 30), u2 (est 40 from u1); 20 s left < 40: stop
+    doc = json.loads((tmp_path / "r" / "sweep.json").read_text())
+    assert list(doc["units"]) == ["u1", "u2"] and doc["scale"] == asdict(hb.TINY)
+    assert doc["units"]["u1"]["machine"]["lease"] == "L1" and doc["units"]["u1"]["kind"] == "bounded"
+    assert hb.cmd_run(namespace(tmp_path, budget=100)) == 0
+    assert fake.calls == ["u1", "u2", "u3", "u4"]  # finished units are not run again
+    assert hb.cmd_run(namespace(tmp_path, budget=100, redo=["sweep/u2"])) == 0
+    assert fake.calls[4:] == ["u2"]
+
+
+def test_a_unit_still_running_detached_is_not_recorded(tmp_path, fake):
+    fake.not_yet = True
+    assert hb.cmd_run(namespace(tmp_path, budget=1000)) == hb.CALL_AGAIN
+    assert list(json.loads((tmp_path / "r" / "sweep.json").read_text())["units"]) == ["u1", "u2", "u3"]
+
+
+def test_results_of_another_scale_are_refused(tmp_path, fake):
+    hb.write_json(tmp_path / "r" / "sweep.json", {"part": "sweep", "scale": asdict(hb.Scale()), "units": {}})
+    with pytest.raises(SystemExit) as e:
+        hb.cmd_run(namespace(tmp_path))
+    assert e.value.code == 2
+
+
+def test_fix_part_adds_a_defaults_run_on_a_new_machine_and_collects_a_newer_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(hb, "machine", lambda: {"lease": "NEW", "host": "h", "gpu": None})
+    rec = {"status": "complete", "steady_ips": 200.0, "machine": {"lease": "OLD"}}
+    hb.write_json(tmp_path / "r" / "defaults.json", {"part": "defaults", "scale": asdict(hb.TINY),
+                                                     "units": {"defaults": rec}})
+    r = hb.Runner(namespace(tmp_path))
+    assert [u.name for u in r.units("fix-safe")] == ["defaults", "fix"]
+    monkeypatch.setattr(hb, "machine", lambda: {"lease": "OLD", "host": "h", "gpu": None})
+    r = hb.Runner(namespace(tmp_path))
+    assert [u.name for u in r.units("fix-safe")] == ["fix"]
+    hb.write_json(tmp_path / "r" / "fix-safe.json", {"part": "fix-safe", "scale": asdict(hb.TINY),
+                                                     "units": {"fix": {"driver_pid": 11, "machine": {}}}})
+    hb.write_json(tmp_path / "w" / "fix-safe" / "fix.pid", {"pid": 12, "lease": "OLD"})
+    r = hb.Runner(namespace(tmp_path))
+    assert [u.name for u in r.units("fix-safe")] == ["fix"] and not r.done("fix-safe", "fix")
+
+
+def test_fix_record_keeps_plan_trials_and_what_was_applied(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    change = {"kind": "args", "key": "batch", "before": 16, "after": 64, "safety": "safe", "reason": "LA201 x"}
+    env = {"findings": [{"id": "LA201"}], "plan": {"changes": [change], "dropped": []},
+           "trials": {"runs": [{"candidate": "baseline", "run_dir": "/x/trials-profile/baseline-1",
+                                "images_per_s": 200.0}], "verdicts": [], "kept": [change]},
+           "applied": {"status": "complete", "applied": "plan", "rolled_back": False, "run_dir": str(tmp_path / "no"),
+                       "changes": [change]}}
+    (run / "fix.json").write_text(json.dumps(env))
+    r = hb.Runner.fix_record(None, run, {"rc_profile": 0, "rc_fix": 0})
+    assert r["kept"] == {"batch": 64} and r["applied"]["args"] == {"batch": 64} and r["findings"] == ["LA201"]
+    assert r["trials"]["runs"][0]["run_dir"] == "baseline-1" and r["status"] == "complete"
+    (run / "fix.json").write_text("")
+    assert hb.Runner.fix_record(None, run, {"rc_profile": 0, "rc_fix": 1})["status"] == "failed"
+
+
+# ---------------------------------------------------------------------------------------------------------- report
+def whole(ips, lease="A", loss=1.0, setup=20.0, excess=2.0, n=50, batch=16, workers=8, **kw):
+    return {"status": "complete", "steady_ips": ips, "setup_s": setup, "first_steps_excess_s": excess,
+            "epochs": [{"epoch": 0, "images": 20000, "val_s": 10.0}], "machine": {"lease": lease},
+            "settings": {"batch": batch, "workers": workers, "compile_requested": False, "compile_active": False},
+            "loss_per_opt_step": [loss + 0.01 * ((i * 7) % 5 - 2) for i in range(n)], "facts": {"gpu.util_mean": 40},
+            **kw}
+
+
+def fix_rec(ips, loss, lease="A", args=None):
+    args = args or {"batch": 64}
+    return {"status": "complete", "machine": {"lease": lease}, "kept": args, "findings": ["LA201"],
+            "plan": [{"kind": "args", "key": k, "before": None, "after": v, "safety": "safe", "reason": "R"}
+                     for k, v in args.items()],
+            "trials": {"runs": [], "verdicts": [{"candidate": "baseline", "median": 200.0}]
+                       + [{"candidate": f"{k}={v}", "median": ips} for k, v in args.items()]},
+            "applied": {"applied": "plan", "status": "complete", "args": args},
+            "applied_run": whole(ips, lease, loss, setup=30.0, excess=130.0, batch=args.get("batch", 16))}
+
+
+def results(tiny=False):
+    scale = asdict(hb.TINY if tiny else hb.Scale())
+    doc = lambda part, units: {"part": part, "scale": scale, "units": units}  # noqa: E731
+    sweep = {"b16-w8": {"config": "b16-w8", **whole(210.0, args={"batch": 16, "workers": 8})},
+             "b128-w16-ro": {"config": "b128-w16-ro", **whole(1000.0, args={"batch": 128, "workers": 16})},
+             "plan-safe": {"config": "plan-safe", **whole(900.0)}, "plan-unsafe": {"config": "plan-unsafe",
+                                                                                   **whole(850.0)}}
+    return {"defaults": doc("defaults", {"defaults": whole(200.0)}),
+            "fix-safe": doc("fix-safe", {"fix": fix_rec(760.0, 1.0)}),
+            "fix-unsafe": doc("fix-unsafe", {"fix": fix_rec(780.0, 1.5, args={"batch": 128})}),
+            "sweep": doc("sweep", sweep),
+            "spread": doc("spread", {f"spread-{i}": whole(v, config="b64-w16") for i, v in ((1, 700.0), (2, 721.0))}),
+            "compile": doc("compile", {"compile": {"config": "b64-w16-ro", "cost_cold_s": 128.0, "cost_warm_s": 31.0,
+                                                   "machine": {"lease": "A"}}})}
+
+
+def test_figures_ratios_goals_and_the_100_epoch_time():
+    f = rep.figures(results())
+    safe, unsafe = f["fix"]["fix-safe"], f["fix"]["fix-unsafe"]
+    assert safe["ratio"] == pytest.approx(3.8) and safe["met"] and safe["ratio_machines"] == "one machine"
+    assert unsafe["ratio"] == pytest.approx(3.9) and not unsafe["met"]
+    assert safe["vs_best"]["ratio"] == pytest.approx(0.9) and safe["vs_best"]["met"]
+    assert not unsafe["vs_best"]["met"] and f["best_swept"] == {"name": "b128-w16-ro", "ips": 1000.0}
+    assert safe["trial_ratio"] == ("batch=64", pytest.approx(3.8))
+    p = safe["planned"]
+    assert p["defaults"]["total_s"] == pytest.approx(22 + 100 * (20000 / 200 + 10))
+    assert p["plan"]["total_s"] == pytest.approx(160 + 100 * (20000 / 760 + 10))
+    assert p["saved_s"] == pytest.approx(p["defaults"]["total_s"] - p["plan"]["total_s"])
+    assert f["spread"]["spread"] == pytest.approx(21 / 710.5) and f["spread"]["met"]
+    assert safe["loss"]["within"] and not unsafe["loss"]["within"] and safe["loss"]["opt_steps"] == 50
+    assert f["compile"]["cost_cold_s"] == 128.0
+
+
+def test_figures_flag_another_machine_and_partial_results():
+    res = results()
+    res["fix-safe"]["units"]["fix"]["machine"] = {"lease": "B"}
+    assert "DIFFERENT" in rep.figures(res)["fix"]["fix-safe"]["ratio_machines"]
+    res["fix-safe"]["units"]["defaults"] = whole(190.0, lease="B")  # its own defaults, run on its machine
+    f = rep.figures(res)["fix"]["fix-safe"]
+    assert f["ratio_machines"] == "one machine" and f["ratio"] == pytest.approx(760 / 190)
+    del res["spread"], res["compile"]
+    res["sweep"]["units"].pop("plan-safe")
+    f = rep.figures(res)
+    assert "spread" not in f and "whole run" in f["fix"]["fix-safe"]["vs_best"]["how"]
+    gone = "\n".join(rep.missing(res))
+    assert "spread: spread-1, spread-2" in gone and "compile: compile" in gone and "plan-safe" in gone
+    assert "loader" in gone and "defaults" not in gone
+    assert rep.body({}).startswith("No results yet")
+
+
+def test_report_explains_a_missed_goal_and_writes_its_section(tmp_path, monkeypatch):
+    d = tmp_path / "results"
+    for part, doc in results().items():
+        hb.write_json(d / f"{part}.json", doc)
+    text = rep.body(hb.load_results(d))
+    assert "Why fix-unsafe missed a goal" in text and "Why fix-safe missed" not in text
+    assert "### Trials of fix-safe" in text and "| batch=64 |" in text and "bash bench/h200_benchmark.sh" in text
+    monkeypatch.setattr(common, "BENCHMARKS", tmp_path / "BENCHMARKS.md")
+    assert rep.main(["--results", str(d), "--write"]) == 0
+    written = (tmp_path / "BENCHMARKS.md").read_text()
+    assert "<!-- bench:h200-benchmark -->" in written and "3.80x" in written
+    for part, doc in results(tiny=True).items():
+        hb.write_json(d / f"{part}.json", doc)
+    assert rep.main(["--results", str(d), "--write"]) == 2  # tiny figures never reach BENCHMARKS.md
+
+
+def test_scale_fields_are_the_runner_options():
+    opts = {f.name for f in fields(hb.Scale)} - {"tiny"}
+    ns = argparse.Namespace(tiny=False, **{k: None for k in opts})
+    assert hb.scale_of(ns) == hb.Scale()
+    ns.images, ns.tiny = 64, True
+    assert hb.scale_of(ns) == hb.TINY.__class__(**{**asdict(hb.TINY), "images": 64})
