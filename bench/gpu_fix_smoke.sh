@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 5's smoke run on the H200: `yolodoctor fix --verify --apply` from Ultralytics defaults.
 # A profile of the defaults (yolo11n.yaml, imgsz 640, the 8,000-image dataset of bench/gpu_fixtures.sh, epochs=1 so
-# the applied run is one whole epoch with mosaic on), then fix --verify --apply started in its own session so that
+# the applied run is one whole epoch; close_mosaic=0 because Ultralytics 8.4 turns mosaic off when epoch >= epochs - close_mosaic), then fix --verify --apply started in its own session so that
 # it outlives a device command: call this script again (on the same warm machine) to keep waiting for it.
 #   bash bench/gpu_fix_smoke.sh [SECONDS_TO_WAIT]      (repo root, wheels installed)
 set -uo pipefail
@@ -15,7 +15,7 @@ if [ ! -f "$DATA_DIR/.yolodoctor-dataset" ]; then
   python3 -m yolodoctor make-dataset "$DATA_DIR" --images "${IMAGES:-8000}" --force || exit 1
 fi
 if [ ! -f "$S/fix.started" ]; then
-  python3 -m yolodoctor profile model=yolo11n.yaml "data=$PWD/$DATA_DIR/data.yaml" imgsz=640 epochs=1 plots=False \
+  python3 -m yolodoctor profile model=yolo11n.yaml "data=$PWD/$DATA_DIR/data.yaml" imgsz=640 epochs=1 close_mosaic=0 plots=False \
     "project=$PWD/$S/ul" --out "$S/defaults" --json > "$S/profile.json" 2> "$S/profile.log"
   echo "profile rc=$?"
   date +%s > "$S/fix.started"
