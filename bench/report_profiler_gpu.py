@@ -149,7 +149,7 @@ Not demonstrated: the goal is an overhead of at most 2%, and the spread of *plai
 this machine is 20-40% (step times of 45 ms in one run, 70 ms in the next, with the same arguments). In the first
 batch the profiled runs' median was within 3% of plain's; in the second, later batch plain ran at 290-335 images/s
 and every profiled run slower (212-277). A 2% effect cannot be resolved from run-to-run comparisons at this noise;
-the next GPU session measures it inside one run instead (the sampler switched on and off in alternate blocks of
+the next section measures it inside one run instead (the sampler switched on and off in alternate blocks of
 steps; the recorder's per-step cost timed directly), which removes the between-run variance.
 """
     print(body)

@@ -58,3 +58,17 @@ def test_check_sees_the_gpu():
     facts = json.loads(p.stdout)["facts"]
     assert facts["env.cuda_available"] and facts["env.nvml"] and facts["env.device_map"][0]["nvml_index"] is not None
     assert facts["gpu.supports_bf16"] is True
+
+
+def test_allocator_counters_equal_torchs_own_functions():
+    import torch
+
+    from yolodoctor.profiling.recorder import allocator_counters
+
+    keep = [torch.empty(2 ** k, device="cuda") for k in range(4, 20)]
+    del keep[3:6]
+    cuda = torch.cuda
+    assert allocator_counters(cuda) == {"mem_allocated": cuda.memory_allocated(),
+                                        "mem_allocated_peak": cuda.max_memory_allocated(),
+                                        "mem_reserved": cuda.memory_reserved()}
+    assert allocator_counters(cuda)["mem_allocated"] >= sum(t.numel() * 4 for t in keep)

@@ -31,6 +31,19 @@ def _num(x: Any) -> float | None:
         return None
 
 
+def allocator_counters(cuda) -> dict[str, int]:
+    """The caching allocator's counters for this step, host-side (no synchronisation): resting size
+    (``mem_allocated``: weights, gradients, optimizer state once the activations are freed), the step's own peak
+    (``mem_allocated_peak``, valid when the peak is reset after each step) and what the allocator holds
+    (``mem_reserved``). One read of the nested stats: ``memory_allocated()``, ``max_memory_allocated()`` and
+    ``memory_reserved()`` each build and flatten the whole ~200-entry stats dict in Python, which cost about 1 ms
+    a step on the H200 (bench/recorder_cost.py)."""
+    stats = cuda.memory_stats_as_nested_dict()
+    alloc = stats.get("allocated_bytes", {}).get("all", {})
+    return {"mem_allocated": int(alloc.get("current", 0)), "mem_allocated_peak": int(alloc.get("peak", 0)),
+            "mem_reserved": int(stats.get("reserved_bytes", {}).get("all", {}).get("current", 0))}
+
+
 class Recorder:
     def __init__(self, events: EventWriter, *, steps_limit: int | None = None, rank: int = -1,
                  on_settings: Callable[[dict], None] | None = None, on_workers: Callable[[dict], None] | None = None,
@@ -133,13 +146,9 @@ class Recorder:
                 raise RuntimeError("injected crash (YOLODOCTOR_FAULT)")
             loss = float("nan")
         if self._cuda:
-            cuda = self._torch.cuda  # host-side allocator counters: no synchronisation
-            rec["mem_allocated"] = cuda.memory_allocated()
-            # the step's own peak: at batch end the activations are freed, so memory_allocated() is the resting
-            # size (weights, gradients, optimizer state), not what the step needed
-            rec["mem_allocated_peak"] = cuda.max_memory_allocated()
+            cuda = self._torch.cuda
+            rec.update(allocator_counters(cuda))
             cuda.reset_peak_memory_stats()
-            rec["mem_reserved"] = cuda.memory_reserved()
             ev_end = cuda.Event(enable_timing=True)
             ev_end.record()
             self._pending.append((rec, loss.detach() if hasattr(loss, "detach") else loss, self.ev_start, ev_end))
