@@ -67,10 +67,32 @@ def test_compile_must_repay_its_one_off_cost():
     short = dict(FACTS, **{"run.epochs": 2.0})
     why = keys(plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead")], short, SETTINGS))[1][0]
     assert "does not repay" in why
-    assert keys(plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead")], FACTS, SETTINGS))[0] == {
-        "compile": "reduce-overhead"}
+    b64 = dict(FACTS, **{"run.batch": 64.0})
+    assert keys(plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead")], b64, dict(SETTINGS, batch=64)))[0] \
+        == {"compile": "reduce-overhead"}
     cpu = dict(FACTS, **{"run.device": "cpu"})
     assert "only on CUDA" in keys(plan([finding("LA202", 10.0, 130.0, compile=True)], cpu, SETTINGS))[1][0]
+
+
+def test_cuda_graphs_only_without_gradient_accumulation():
+    # batch 16 < nbs 64: Ultralytics accumulates 4 micro-batches, and CUDA graphs crash with accumulation
+    alone = plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead")], FACTS, SETTINGS)
+    assert alone.args == {"compile": True} and "169545" in alone.changes[0].note
+    assert alone.changes[0].requires == []
+    # the plan's own batch change ends the accumulation: reduce-overhead stays, and needs that change
+    both = plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead"), finding("LA201", 30.0, batch=64)],
+                FACTS, SETTINGS)
+    assert both.args == {"batch": 64, "compile": "reduce-overhead"}
+    ro = next(c for c in both.changes if c.key == "compile")
+    assert ro.requires == ["batch"]
+    # a batch change that still accumulates (32 -> accumulate 2) does not make CUDA graphs safe
+    half = plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead"), finding("LA201", 30.0, batch=32)],
+                FACTS, SETTINGS)
+    assert half.args == {"batch": 32, "compile": True}
+    # round(64 / 48) == 1: Ultralytics does not accumulate at batch 48
+    b48 = plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead"), finding("LA201", 30.0, batch=48)],
+               FACTS, SETTINGS)
+    assert b48.args == {"batch": 48, "compile": "reduce-overhead"}
 
 
 def test_no_op_change_is_dropped():

@@ -46,6 +46,31 @@ def test_judge_rejects_failures_and_mismatches():
     assert not v["compile=reduce-overhead"].kept and "ran eager" in v["compile=reduce-overhead"].why
 
 
+def test_a_change_that_requires_another_is_tried_on_top_of_it_and_judged_against_it():
+    batch = Change("args", "batch", 16, 64, "LA201 t")
+    ro = Change("args", "compile", False, "reduce-overhead", "LA202 t", requires=["batch"])
+    det = Change("args", "deterministic", True, False, "CF201 t")
+    cands = candidates(Plan(changes=[batch, ro, det]))
+    assert [c.name for c in cands] == ["baseline", "batch=64", "batch=64+compile=reduce-overhead",
+                                       "deterministic=False", "plan"]
+    combo = cands[2]
+    assert combo.args == {"batch": 64, "compile": "reduce-overhead"} and combo.against == "batch=64"
+    # +50% over the baseline but only +2% over batch=64 alone: not kept
+    rs = (runs("baseline", [400, 404]) + runs("batch=64", [600, 596]) + runs(combo.name, [612, 610])
+          + runs("deterministic=False", [401, 399]) + runs("plan", [615, 611]))
+    v = {x.candidate: x for x in judge(rs, cands)[0]}
+    assert v["batch=64"].kept and not v[combo.name].kept and abs(v[combo.name].gain - 0.02) < 0.005
+    # clearly faster than batch=64: kept, and the kept changes hold batch once
+    rs2 = [r for r in rs if r.candidate != combo.name] + runs(combo.name, [800, 810])
+    verdicts, _, kept = judge(rs2, cands)
+    v2 = {x.candidate: x for x in verdicts}
+    assert v2[combo.name].kept and "over batch=64" in v2[combo.name].why
+    assert [c.key for c in kept] == ["batch", "compile"]
+    # with only batch and compile, the combined candidate is the whole plan: no separate "plan" trial
+    assert [c.name for c in candidates(Plan(changes=[batch, ro]))] == ["baseline", "batch=64",
+                                                                       "batch=64+compile=reduce-overhead"]
+
+
 def test_mismatches_read_from_effective_settings():
     assert mismatches({"batch": 64}, {"batch": 32})[0].startswith("batch 64 asked, 32 ran")
     assert "fell back" in mismatches({"compile": True}, {"compile_active": False})[0]

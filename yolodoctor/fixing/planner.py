@@ -8,7 +8,13 @@ estimated gain, then checks each change against measured constraints:
             batch must stay under MEMORY_CEILING of the GPU
   cache     'ram' only where check measured that it fits (Ultralytics silently trains uncached otherwise)
   amp=bf16  only on compute capability 8.0 and newer
-  compile   only on CUDA, and only where the gain over the planned run outweighs the one-off compilation
+  compile   only on CUDA, and only where the gain over the planned run outweighs the one-off compilation;
+            'reduce-overhead' (CUDA graphs) only where the planned batch trains without gradient accumulation
+            (accumulate = round(nbs / batch) == 1): with accumulation, cudagraph trees overwrite the outputs of one
+            micro-batch with the next and the step crashes ("accessing tensor output of CUDAGraphs that has been
+            overwritten", pytorch/pytorch#169545; seen on the H200 at batch 16). Below that it becomes
+            compile=True (inductor without CUDA graphs); where the batch change of the same plan is what removes the
+            accumulation, the compile change `requires` it and is trialled on top of it.
 
 Unsafe changes (those that change what is trained, or that must be proven by a trial, like cudnn.benchmark) are
 kept only with ``allow_unsafe``. Gains are upper bounds taken from each rule and do not add up: `fix --verify`
@@ -44,6 +50,7 @@ class Change:
     seconds_saved_per_epoch: float | None = None
     one_off_seconds: float | None = None
     note: str | None = None
+    requires: list[str] = field(default_factory=list)  # keys of other changes of the plan this one needs
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,7 +147,37 @@ def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any
         else:
             p.changes.append(c)
     p.changes.sort(key=lambda c: -(c.seconds_saved_per_epoch or 0))
+    _cuda_graphs_without_accumulation(p, facts, settings, args)
     return p
+
+
+def accumulate(nbs: float, batch: float) -> int:
+    """Ultralytics' gradient accumulation for a batch (trainer.py: max(round(nbs / batch), 1))."""
+    return max(round(nbs / batch), 1)
+
+
+def _cuda_graphs_without_accumulation(p: Plan, facts: dict[str, Any], settings: dict[str, Any],
+                                      args: dict[str, Any]) -> None:
+    ro = next((c for c in p.changes if c.kind == "args" and c.key == "compile" and c.after == "reduce-overhead"),
+              None)
+    if ro is None:
+        return
+    nbs = facts.get("settings.nbs") or settings.get("nbs") or 64
+    batch_change = next((c for c in p.changes if c.kind == "args" and c.key == "batch"), None)
+    now = facts.get("run.batch") or _current("args", "batch", settings, args)
+    planned = batch_change.after if batch_change else now
+    if not isinstance(planned, (int, float)) or planned <= 0:  # autobatch (-1, a fraction): not known in advance
+        planned = now
+    if isinstance(planned, (int, float)) and planned >= 1 and accumulate(nbs, planned) > 1:
+        ro.after = True
+        ro.note = (f"compile='reduce-overhead' becomes compile=True: at batch {planned:.0f} Ultralytics accumulates "
+                   f"{accumulate(nbs, planned)} micro-batches (nbs={nbs:.0f}) and CUDA graphs crash with gradient "
+                   "accumulation (pytorch/pytorch#169545)")
+    elif batch_change is not None and isinstance(now, (int, float)) and now >= 1 and accumulate(nbs, now) > 1:
+        ro.requires = ["batch"]
+        ro.note = ((ro.note + "; ") if ro.note else "") + (
+            f"needs the batch change: at batch {now:.0f} gradient accumulation would crash CUDA graphs "
+            "(pytorch/pytorch#169545)")
 
 
 def _refuse(c: Change, facts: dict[str, Any], settings: dict[str, Any], allow_unsafe: bool,
