@@ -38,3 +38,5 @@ def test_fix_verify_apply_keeps_the_cache_and_rejects_what_does_not_help(tmp_pat
     assert a["status"] == "complete" and not a["rolled_back"] and a["changes"][0]["after"] == "ram"
     applied = json.loads((tmp_path / "runs" / a["run_dir"].split("/")[-1] / "profile.json").read_text())
     assert applied["args"]["cache"] == "ram" and applied["settings"]["cache"] == "ram"
+    # the applied run times its loader at the end, so that its own diagnosis can name the next bottleneck
+    assert (applied.get("loader_capacity") or {}).get("images_per_s"), applied.get("loader_capacity")

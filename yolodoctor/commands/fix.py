@@ -113,7 +113,9 @@ def _apply(base_args: dict[str, Any], changes, run_dir: Path, log, command: list
         log(f"applying {name}: " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "no change"))
         out, prof = run_profile(None if command else dict(base_args), command=command, overrides=changed,
                                 steps=None, out=_fresh(run_dir.parent / f"fix-{run_dir.name}"),
-                                env_extra=env, torch_flags=flags, loader_seconds=0)
+                                env_extra=env, torch_flags=flags)  # loader timed at the end (8 s): the applied
+        # run's own diagnosis then sees whether the loader has become the limit (the H200 smoke: batch 64 moved the
+        # bottleneck to 8 workers, 27% data wait, which no rule could name without the loader's capacity)
         if (code := stopped_by_signal(prof)) is not None:  # Ctrl-C / SIGTERM: stop here, no rollback run
             raise Interrupted(f"{prof.reason}: fix --apply stopped; the run so far is saved in {out}, marked "
                               "incomplete", code)
