@@ -185,3 +185,12 @@ def test_attaching_to_a_finished_run_draws_its_history(rules, recorded):
     snap = RunDirSource(PROFILES / "h200-defaults", rules=rules).poll()
     assert snap.final and len(snap.history["gpu_util"]) == pytest.approx(ticks[-1] - ticks[0], abs=2)
     assert len(snap.history["step_s"]) > 5
+
+
+def test_tail_of_a_fifo_fails_at_once_instead_of_waiting_for_a_writer(tmp_path):
+    import os
+
+    fifo = tmp_path / "events.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        Tail(fifo).read()  # the app shows "monitor source failed: ..." for this

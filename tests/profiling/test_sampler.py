@@ -710,3 +710,10 @@ def test_stop_sampler_is_graceful(tmp_path):
     recs = read_records(out)
     assert recs[-1]["type"] == "sampler_end" and recs[-1]["reason"] == "stopped"
     assert recs[-1]["self_cpu_pct"] is not None
+
+
+def test_read_records_of_a_fifo_fails_at_once(tmp_path):
+    fifo = tmp_path / "samples.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        read_records(fifo)

@@ -1,3 +1,7 @@
+from pathlib import Path
+
+import pytest
+
 from yolodoctor.profiling.trace import Ev, summarise
 
 
@@ -29,3 +33,21 @@ def test_kernel_facts_per_step():
     assert s["sync_calls_per_step"] == {"cudaStreamSynchronize": 0.5}
     assert s["top_kernels"][0]["name"].startswith("sm90_xmma") or s["top_kernels"][0]["name"] == "elementwise_kernel"
     assert 0 < s["gpu_busy_share"] <= 1
+
+
+def test_export_gz_leaves_no_uncompressed_trace_when_the_copy_fails(tmp_path, monkeypatch):
+    import gzip as gz
+
+    from yolodoctor.profiling import trace as trace_mod
+
+    class Prof:
+        def export_chrome_trace(self, path):
+            Path(path).write_text('{"traceEvents": []}')
+
+    def full_disk(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(gz, "open", full_disk)
+    with pytest.raises(OSError):
+        trace_mod.export_gz(Prof(), tmp_path / "trace.json.gz")
+    assert list(tmp_path.iterdir()) == []

@@ -22,6 +22,7 @@ from yolodoctor import profile as record
 from yolodoctor.commands.profile import ending_findings
 from yolodoctor.diagnosis.diagnose import diagnose
 from yolodoctor.errors import InputError
+from yolodoctor.rundir import open_regular
 from yolodoctor.monitor.model import Ending, LiveState, Snapshot
 from yolodoctor.profile import EVENTS, PROFILE, SAMPLES, SPEC
 from yolodoctor.profiling.events import read_events
@@ -40,7 +41,7 @@ class Tail:
     def read(self) -> list[dict]:
         if self._fh is None:
             try:
-                self._fh = open(self.path, "rb")
+                self._fh = open_regular(self.path, binary=True)  # a FIFO in a run dir from elsewhere: no hang
             except FileNotFoundError:
                 if not self._gz_read and Path(f"{self.path}.gz").exists():
                     self._gz_read = True

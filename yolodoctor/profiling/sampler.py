@@ -804,7 +804,9 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def iter_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8", errors="replace") as f:
+    from yolodoctor.rundir import open_regular
+
+    with open_regular(path) as f:  # a FIFO or device where a record should be: OSError, not a hang
         for line in f:
             if not line.endswith("\n"):
                 return

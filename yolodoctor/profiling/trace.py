@@ -193,8 +193,10 @@ class TraceWindow:
 
 def export_gz(prof, dest: Path) -> str:
     tmp = dest.with_suffix("")  # trace.json
-    prof.export_chrome_trace(str(tmp))
-    with open(tmp, "rb") as src, gzip.open(dest, "wb", compresslevel=1) as dst:
-        shutil.copyfileobj(src, dst)
-    os.unlink(tmp)
+    try:
+        prof.export_chrome_trace(str(tmp))
+        with open(tmp, "rb") as src, gzip.open(dest, "wb", compresslevel=1) as dst:
+            shutil.copyfileobj(src, dst)
+    finally:  # a full disk mid-copy must not leave the uncompressed trace (tens of MB) behind
+        tmp.unlink(missing_ok=True)
     return dest.name
