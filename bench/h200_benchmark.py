@@ -243,6 +243,9 @@ def digest(run: Path, curve: bool = False) -> dict[str, Any]:
         out.update(steady_ips=sum(s["images"] for _, s in tail) / sum(d for d, _ in tail), steady_steps=len(tail),
                    step_s_median=med, wait_share=sum(s.get("wait") or 0 for _, s in tail) / sum(d for d, _ in tail),
                    first_steps_excess_s=sum(dur[:skip]) - skip * med)
+        gpu = [s["gpu_ms"] for _, s in tail if s.get("gpu_ms")]
+        if gpu:  # CUDA-event time of the step: tells a slower GPU side from a slower host between two runs
+            out["gpu_ms_median"] = statistics.median(gpu)
     start = next((e["t"] for e in ev if e.get("type") == "run_start"), None)
     first_epoch = next((e["t"] for e in ev if e.get("type") == "epoch_start"), None)
     end = next((e["t"] for e in ev if e.get("type") == "run_end"), None)
@@ -264,7 +267,8 @@ def digest(run: Path, curve: bool = False) -> dict[str, Any]:
 
         d = diagnose(run)
         keep = ("gpu.util_mean", "gpu.mem_fraction_peak", "cpu.train_thread_pct", "cpu.saturated_share",
-                "cpu.train_workers_pct", "run.data_wait_share", "loader.capacity_images_per_s", "gpu.name")
+                "cpu.train_workers_pct", "cpu.total_pct", "gpu.throttled_share", "trace.syncs_per_step",
+                "run.data_wait_share", "loader.capacity_images_per_s", "gpu.name")
         out["facts"] = {k: d.facts.get(k) for k in keep if d.facts.get(k) is not None}
         out["findings"] = [f.id for f in d.findings]
     except Exception as e:  # the digest is still useful without the diagnosis

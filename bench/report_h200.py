@@ -167,6 +167,22 @@ def figures(res: dict) -> dict[str, Any]:
     return out
 
 
+def spread_why(res: dict) -> list[str]:
+    """Per run of the spread pair: where the step time went (host clock vs CUDA events), data wait, CPU, GPU."""
+    out = []
+    for i in (1, 2):
+        r = units(res, "spread").get(f"spread-{i}") or {}
+        fa = r.get("facts") or {}
+        out.append(f"run {i}: {fmt(r.get('steady_ips'), '.1f')} img/s, median step "
+                   f"{fmt(1000 * r['step_s_median'] if r.get('step_s_median') else None, '.0f')} ms (GPU time by CUDA "
+                   f"events {fmt(r.get('gpu_ms_median'), '.0f')} ms), data wait {fmt(r.get('wait_share'), '.1%')}, "
+                   f"training thread {fmt(fa.get('cpu.train_thread_pct'), '.0f')}% of a core, loader workers "
+                   f"{fmt(fa.get('cpu.train_workers_pct'), '.0f')}%, CPU saturated "
+                   f"{fmt(fa.get('cpu.saturated_share'), '.0%')} of the time, NVML GPU util "
+                   f"{fmt(fa.get('gpu.util_mean'), '.0f')}%, throttled {fmt(fa.get('gpu.throttled_share'), '.0%')}")
+    return out
+
+
 def missing(res: dict) -> list[str]:
     scale = next((d.get("scale") for d in res.values()), None) or {}
     tiny = bool(scale.get("tiny"))
@@ -336,6 +352,8 @@ def body(res: dict) -> str:
                                                                          and x.get("loss") else [])
         if False in missed:
             L += ["", f"Why {part} missed a goal (measured):"] + [f"- {e}" for e in explain(res, part, x)]
+    if sp and not sp["met"]:
+        L += ["", "Why the spread goal was missed (measured, the two runs):"] + [f"- {e}" for e in spread_why(res)]
     for part in ("fix-safe", "fix-unsafe"):
         fx = units(res, part).get("fix")
         if fx:

@@ -266,3 +266,15 @@ def test_scale_fields_are_the_runner_options():
     assert hb.scale_of(ns) == hb.Scale()
     ns.images, ns.tiny = 64, True
     assert hb.scale_of(ns) == hb.TINY.__class__(**{**asdict(hb.TINY), "images": 64})
+
+
+def test_a_missed_spread_says_where_the_step_time_went():
+    res = results()
+    res["spread"]["units"] = {f"spread-{i}": whole(v, config="b64-w16", step_s_median=s, gpu_ms_median=g,
+                                                   facts={"cpu.train_thread_pct": 50.0, "gpu.util_mean": u})
+                              for i, v, s, g, u in ((1, 660.0, 0.092, 88.0, 37.0), (2, 553.0, 0.116, 90.0, 31.0))}
+    text = rep.body(res)
+    assert "Why the spread goal was missed" in text
+    assert "median step 92 ms (GPU time by CUDA events 88 ms)" in text and "NVML GPU util 31%" in text
+    res["spread"]["units"]["spread-2"]["steady_ips"] = 650.0  # within 5%: no explanation
+    assert "Why the spread goal" not in rep.body(res)
