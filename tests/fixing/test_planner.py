@@ -93,6 +93,10 @@ def test_cuda_graphs_only_without_gradient_accumulation():
     b48 = plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead"), finding("LA201", 30.0, batch=48)],
                FACTS, SETTINGS)
     assert b48.args == {"batch": 48, "compile": "reduce-overhead"}
+    # compiled already (without CUDA graphs) and accumulating: nothing to change, and the plan says why
+    compiled = plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead")], FACTS,
+                    dict(SETTINGS, compile_requested=True))
+    assert compiled.args == {} and "169545" in compiled.dropped[-1]["reason"]
 
 
 def test_no_op_change_is_dropped():

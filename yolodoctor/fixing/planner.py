@@ -169,10 +169,14 @@ def _cuda_graphs_without_accumulation(p: Plan, facts: dict[str, Any], settings: 
     if not isinstance(planned, (int, float)) or planned <= 0:  # autobatch (-1, a fraction): not known in advance
         planned = now
     if isinstance(planned, (int, float)) and planned >= 1 and accumulate(nbs, planned) > 1:
+        why = (f"at batch {planned:.0f} Ultralytics accumulates {accumulate(nbs, planned)} micro-batches "
+               f"(nbs={nbs:.0f}) and CUDA graphs crash with gradient accumulation (pytorch/pytorch#169545)")
+        if str(ro.before).lower() in ("true", "default"):  # already compiled without CUDA graphs: nothing left
+            p.changes.remove(ro)
+            p.dropped.append({"key": "compile", "value": "reduce-overhead", "reason": f"{ro.reason}: {why}"})
+            return
         ro.after = True
-        ro.note = (f"compile='reduce-overhead' becomes compile=True: at batch {planned:.0f} Ultralytics accumulates "
-                   f"{accumulate(nbs, planned)} micro-batches (nbs={nbs:.0f}) and CUDA graphs crash with gradient "
-                   "accumulation (pytorch/pytorch#169545)")
+        ro.note = f"compile='reduce-overhead' becomes compile=True: {why}"
     elif batch_change is not None and isinstance(now, (int, float)) and now >= 1 and accumulate(nbs, now) > 1:
         ro.requires = ["batch"]
         ro.note = ((ro.note + "; ") if ro.note else "") + (
