@@ -94,6 +94,9 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, machine as describe_machine, today  # noqa: E402
 
+sys.path.insert(0, str(ROOT))
+from yolodoctor.fixing.parity import opt_curve  # noqa: E402  (also what fix --verify's loss parity uses)
+
 PARTS = ["dataset", "defaults", "fix-safe", "fix-unsafe", "loader", "sweep", "spread", "compile"]
 RESULTS = ROOT / "bench" / "results" / "h200-benchmark"
 WORK = ROOT / "bench" / "out" / "h200"
@@ -199,23 +202,6 @@ def read_events(run: Path) -> list[dict]:
             out.append(json.loads(line))
         except json.JSONDecodeError:  # a line cut off by a crash
             pass
-    return out
-
-
-def opt_curve(steps: list[dict]) -> list[float]:
-    """Mean per-image loss of each optimizer step: Ultralytics steps the optimizer at batch ni when
-    ni - last_opt_step >= accumulate (trainer.py), accumulate as recorded at that batch; loss / images is per image
-    (the detection loss is summed over the batch)."""
-    out, acc, last = [], [], -1
-    for s in steps:
-        if isinstance(s.get("loss"), (int, float)) and s.get("images"):
-            acc.append(s["loss"] / s["images"])
-        ni = s.get("n", s["step"])
-        if ni - last >= (s.get("accumulate") or 1):
-            last = ni
-            if acc:
-                out.append(round(sum(acc) / len(acc), 5))
-            acc = []
     return out
 
 

@@ -31,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import h200_benchmark as hb  # noqa: E402
 
+from yolodoctor.fixing.parity import loss_gap  # noqa: E402
+
 GOALS = {"fix-safe": 3.5, "fix-unsafe": 4.0}
 GOAL_BEST, GOAL_SPREAD, PLANNED_EPOCHS = 0.90, 0.05, 100
 
@@ -80,18 +82,6 @@ def planned_time(run: dict, epochs: int = PLANNED_EPOCHS) -> dict[str, float] | 
     return {"one_off_s": one_off, "epoch_s": per_epoch, "total_s": one_off + epochs * per_epoch,
             "setup_s": run.get("setup_s") or 0, "excess_s": run.get("first_steps_excess_s") or 0,
             "val_s": ep.get("val_s") or 0}
-
-
-def loss_gap(a: list[float], b: list[float]) -> dict[str, float] | None:
-    n = min(len(a), len(b))
-    if n < 4:
-        return None
-    w = max(3, n // 5)
-    xa, xb = a[n - w:n], b[n - w:n]
-    ma, mb = statistics.fmean(xa), statistics.fmean(xb)
-    se = (statistics.variance(xa) / w + statistics.variance(xb) / w) ** 0.5
-    return {"opt_steps": n, "window": w, "a": ma, "b": mb, "rel": (mb - ma) / ma if ma else 0.0,
-            "two_se_rel": 2 * se / ma if ma else 0.0}
 
 
 def loss_parity(res: dict, defaults: dict | None, applied: dict | None) -> dict | None:

@@ -113,3 +113,17 @@ def test_fix_command_on_a_recorded_profile():
     want = min(f["cpu.count"] - 1, max(1, math.ceil(1.3 * (f["run.batch"] / f["run.compute_s"])
                                                    / f["loader.capacity_images_per_s"])))
     assert doc["plan"]["args"]["workers"] == int(want) and doc["plan"]["changes"][0]["reason"].startswith("DL201")
+
+
+def test_changes_that_alter_the_optimisation_are_marked_unsafe_whatever_the_rule_says():
+    from yolodoctor.fixing.planner import Change, changes_training
+
+    # a rule that (wrongly) calls batch 128 safe: above nbs the planner marks it unsafe, and it needs --allow-unsafe
+    p = plan([finding("LA201", 30.0, batch=128)], FACTS, SETTINGS, allow_unsafe=True)
+    assert p.changes[0].safety == "unsafe" and p.changes[0].changes_training
+    assert not plan([finding("LA201", 30.0, batch=64)], FACTS, SETTINGS).changes[0].changes_training
+    assert changes_training(Change("args", "amp", True, "bf16", "r"), 64)
+    assert not changes_training(Change("args", "amp", True, "fp16", "r"), 64)
+    assert changes_training(Change("args", "amp", "fp16", False, "r"), 64)
+    assert changes_training(Change("args", "nbs", 64, 128, "r"), 64)
+    assert not changes_training(Change("args", "workers", 8, 12, "r"), 64)

@@ -87,7 +87,7 @@ def profiled(tmp_path_factory):
     data = make_dataset(root / "ds", images=24, val_images=4, width=160, height=120, workers=1).yaml_path
     run = root / "runs" / "prof"
     p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={data}", "imgsz=64", "batch=4",
-                        "epochs=1", "plots=False", f"project={root / 'ul'}", "--steps", "4", "--loader-seconds", "0",
+                        "nbs=4", "epochs=1", "plots=False", f"project={root / 'ul'}", "--steps", "4", "--loader-seconds", "0",
                         "--out", str(run)], capture_output=True, text=True, env={**os.environ, "YOLO_OFFLINE": "1"})
     assert p.returncode == 0, p.stderr[-2000:]
     return run
@@ -129,3 +129,11 @@ def test_replaying_a_foreign_run_needs_yes(profiled, tmp_path):
     (foreign / "profile.json").write_text(json.dumps(prof))
     rc, _, err = fix(foreign, "--apply")
     assert rc == 2 and "--yes" in err
+
+
+def test_a_trial_run_yields_its_loss_per_optimizer_step(profiled):
+    from yolodoctor.fixing.trials import _loss_curve
+
+    c = _loss_curve(profiled)  # nbs=4 at batch 4: every step is an optimizer step
+    assert c is not None and len(c) == 4 and all(0 < x < 1e4 for x in c)
+    assert _loss_curve(profiled.parent / "missing") is None

@@ -27,13 +27,16 @@ def latest_run(base: Path = DEFAULT_BASE) -> Path:
 def user_candidates(words: list[str], settings: dict[str, Any]):
     """--try KEY=VALUE: the user's own candidates, verified like the planner's (safe only if on the allow-list)."""
     from yolodoctor import trainargs
-    from yolodoctor.fixing.planner import ALLOWED, Change
+    from yolodoctor.fixing.planner import ALLOWED, Change, changes_training
 
     out = []
     for k, v in trainargs.parse_kv(words).items():
         if k not in ALLOWED["args"]:
             raise UsageError(f"--try {k}=...: yolodoctor only tries {', '.join(sorted(ALLOWED['args']))}")
-        out.append(Change("args", k, settings.get(k), v, "--try (yours)"))
+        c = Change("args", k, settings.get(k), v, "--try (yours)")
+        if changes_training(c, settings.get("nbs")):  # kept only with loss parity, like the planner's
+            c.safety, c.changes_training = "unsafe", True
+        out.append(c)
     return out
 
 
@@ -153,7 +156,7 @@ def _print_plan(out, run_dir, p) -> None:
 def _print_trials(out, t) -> None:
     from rich.table import Table
 
-    table = Table("candidate", "runs", "median images/s", "vs baseline", "kept", "why",
+    table = Table("candidate", "runs", "median images/s", "gain", "kept", "why",
                   title="Trials (interleaved, repeated)")
     for v in t.verdicts:
         table.add_row(v.candidate, str(v.runs), f"{v.median:.1f}" if v.median else "-",

@@ -17,7 +17,8 @@ estimated gain, then checks each change against measured constraints:
             accumulation, the compile change `requires` it and is trialled on top of it.
 
 Unsafe changes (those that change what is trained, or that must be proven by a trial, like cudnn.benchmark) are
-kept only with ``allow_unsafe``. Gains are upper bounds taken from each rule and do not add up: `fix --verify`
+kept only with ``allow_unsafe``; a change that alters the optimisation (``changes_training``: batch above nbs, nbs,
+precision) is marked unsafe here whatever its rule said, and its trial must show loss parity (fixing/parity.py). Gains are upper bounds taken from each rule and do not add up: `fix --verify`
 measures what the plan really does.
 """
 
@@ -102,6 +103,25 @@ class Plan(ChangeSet):
                 "saving": self.run_saving()}
 
 
+def _precision(amp: Any) -> str:
+    v = str(amp).lower()
+    return "bf16" if v == "bf16" else "fp32" if v in ("false", "fp32", "0", "none") else "fp16"
+
+
+def changes_training(c: Change, nbs: float | None) -> bool:
+    """Whether a change alters what is optimised (DESIGN.md section 3): the effective batch above nbs, nbs itself,
+    or the precision. Such a change is unsafe and is kept only after a loss-parity trial."""
+    if c.kind != "args":
+        return False
+    if c.key == "batch":
+        return isinstance(c.after, (int, float)) and c.after > (nbs or 64)
+    if c.key == "nbs":
+        return c.after != c.before
+    if c.key == "amp":
+        return c.before is not None and _precision(c.after) != _precision(c.before)
+    return False
+
+
 def _current(kind: str, key: str, settings: dict[str, Any], args: dict[str, Any]) -> Any:
     if kind == "args":
         if key in args:
@@ -145,6 +165,8 @@ def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any
         elif c.before == c.after:
             p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: already set"})
         else:
+            if changes_training(c, facts.get("settings.nbs")):  # whatever the rule said: a loss-parity trial
+                c.safety, c.changes_training = "unsafe", True
             p.changes.append(c)
     p.changes.sort(key=lambda c: -(c.seconds_saved_per_epoch or 0))
     _cuda_graphs_without_accumulation(p, facts, settings, args)

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from yolodoctor.fixing.parity import opt_curve, parity
 from yolodoctor.fixing.planner import Change, ChangeSet, Plan
 
 MIN_GAIN = 0.03
@@ -39,6 +40,7 @@ class TrialRun:
     images_per_s: float | None
     window_valid: bool | None
     mismatch: list[str] = field(default_factory=list)
+    loss_curve: list[float] | None = None  # mean per-image loss of each optimizer step (parity.opt_curve)
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Verdict:
     gain: float | None  # ratio to the baseline median, minus 1
     kept: bool
     why: str
+    parity: dict[str, Any] | None = None  # loss against the baseline, for candidates that change training
 
 
 @dataclass
@@ -59,7 +62,8 @@ class TrialReport:
     kept: list[Change]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"runs": [asdict(r) for r in self.runs], "verdicts": [asdict(v) for v in self.verdicts],
+        return {"runs": [{k: v for k, v in asdict(r).items() if k != "loss_curve"} for r in self.runs],
+                "verdicts": [asdict(v) for v in self.verdicts],
                 "baseline_spread": self.baseline_spread, "kept": [c.to_dict() for c in self.kept]}
 
 
@@ -121,6 +125,10 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             continue
         failed = [r for r in rs if r.status != "complete"]
         mism = sorted({m for r in rs for m in r.mismatch})
+        par = None
+        if any(x.changes_training for x in c.changes):  # an unsafe change: faster is not enough (DESIGN.md 3)
+            par = parity([r.loss_curve or [] for r in by["baseline"] if r.status == "complete"],
+                         [r.loss_curve or [] for r in rs if r.status == "complete"])
         if failed:
             why, keep = f"trial failed: {failed[0].reason}", False
         elif mism:
@@ -132,12 +140,21 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
         elif gain > threshold and len(ref_vals) >= 2 and min(ok) <= max(ref_vals):
             why, keep = (f"{gain:+.1%} median, but its slowest repeat ({min(ok):.1f}) does not beat the fastest of "
                          f"{c.against} ({max(ref_vals):.1f})"), False
+        elif gain > threshold and any(x.changes_training for x in c.changes) and par is None:
+            why, keep = (f"{gain:+.1%}, but it changes training and its loss could not be compared with the "
+                         "baseline's (too few optimizer steps)"), False
+        elif gain > threshold and par is not None and not par["within"]:
+            why, keep = (f"{gain:+.1%}, but it changes training and its loss is {par['rel']:+.1%} against the "
+                         f"baseline's at {par['opt_steps']} optimizer steps (band {par['band']:.1%})"), False
         elif gain > threshold:
             over = "" if c.against == "baseline" else f" over {c.against}"
             why, keep = f"{gain:+.1%}{over} beats the noise threshold {threshold:.1%}", True
+            if par is not None:
+                why += (f"; loss {par['rel']:+.1%} against the baseline's at {par['opt_steps']} optimizer steps, "
+                        f"within {par['band']:.1%}")
         else:
             why, keep = f"{gain:+.1%} is within the noise threshold {threshold:.1%}", False
-        verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why))
+        verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why, par))
         if keep and c.name != "plan":
             kept.extend(x for x in c.changes if all(x is not y for y in kept))
     return verdicts, spread, kept
@@ -167,9 +184,21 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
                 raise Interrupted(f"{prof.reason}: fix --verify stopped; the trial so far is saved in {run}", code)
             s = prof.summary or {}
             runs.append(TrialRun(c.name, rep, str(run), prof.status, prof.reason, s.get("images_per_s"),
-                                 (s.get("window") or {}).get("valid"), mismatches(c.args, prof.settings or {})))
+                                 (s.get("window") or {}).get("valid"), mismatches(c.args, prof.settings or {}),
+                                 _loss_curve(run)))
     verdicts, spread, kept = judge(runs, cands)
     return TrialReport(runs, verdicts, spread, kept)
+
+
+def _loss_curve(run: Path) -> list[float] | None:
+    from yolodoctor.profiling.events import read_events
+
+    try:
+        steps = sorted((e for e in read_events(run / "events.jsonl") if e.get("type") == "step"
+                        and e.get("train_index", 0) == 0), key=lambda e: e["step"])
+    except (OSError, ValueError, KeyError):
+        return None
+    return opt_curve(steps) or None
 
 
 def _slug(name: str) -> str:

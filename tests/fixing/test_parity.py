@@ -1,0 +1,49 @@
+"""Loss parity for changes that change training: the curve per optimizer step, the comparison, and the judge."""
+
+from yolodoctor.fixing.parity import mean_curve, opt_curve, parity
+from yolodoctor.fixing.planner import Change, Plan
+from yolodoctor.fixing.trials import TrialRun, candidates, judge
+
+
+def curve(level: float, n: int = 40, wobble: float = 0.01) -> list[float]:
+    """A falling loss with a deterministic wobble, ending at `level`."""
+    return [level * (1 + 0.5 * (n - i) / n) * (1 + wobble * ((i * 7) % 5 - 2)) for i in range(n)]
+
+
+def test_opt_curve_averages_the_micro_batches_of_each_optimizer_step():
+    steps = [{"n": i, "loss": 16.0 * (i + 1), "images": 16, "accumulate": 2} for i in range(6)]
+    # Ultralytics starts with last_opt_step = -1: optimizer steps at n = 1, 3, 5 (ni - last >= 2), each over the two
+    # micro-batches since the last; per-image losses 1..6
+    assert opt_curve(steps) == [1.5, 3.5, 5.5]
+    assert opt_curve(steps[:5]) == [1.5, 3.5]  # micro-batch 4 waits for its optimizer step
+
+
+def test_parity_passes_an_equal_or_lower_loss_and_fails_a_higher_one():
+    base = [curve(2.0), curve(2.0)]
+    assert parity(base, [curve(2.0)])["within"]
+    assert parity(base, [curve(1.6)])["within"]  # learning faster is no regression
+    worse = parity(base, [curve(2.3)])
+    assert not worse["within"] and 0.14 < worse["rel"] < 0.16 and worse["band"] >= 0.02
+    assert parity(base, [curve(2.0, n=3)]) is None  # too few common optimizer steps to say anything
+    assert mean_curve([[1.0, 2.0, 3.0], [3.0, 4.0]]) == [2.0, 3.0]
+
+
+def runs(name, values, loss=None):
+    return [TrialRun(name, i, f"/r/{name}{i}", "complete", None, v, True, [], loss) for i, v in enumerate(values)]
+
+
+def test_a_faster_change_that_changes_training_is_kept_only_with_loss_parity():
+    bf16 = Change("args", "amp", True, "bf16", "PR202 t", "unsafe", changes_training=True)
+    cands = candidates(Plan(changes=[bf16]))
+    base = runs("baseline", [400, 404], curve(2.0))
+    ok = judge(base + runs("amp=bf16", [480, 482], curve(2.01)), cands)
+    v = {x.candidate: x for x in ok[0]}["amp=bf16"]
+    assert v.kept and "loss +0.5%" in v.why and v.parity["within"] and [c.key for c in ok[2]] == ["amp"]
+    bad = {x.candidate: x for x in judge(base + runs("amp=bf16", [480, 482], curve(2.4)), cands)[0]}["amp=bf16"]
+    assert not bad.kept and "its loss is +20.0%" in bad.why
+    none = {x.candidate: x for x in judge(base + runs("amp=bf16", [480, 482], None), cands)[0]}["amp=bf16"]
+    assert not none.kept and "could not be compared" in none.why
+    # a safe change needs no loss comparison
+    batch = Change("args", "batch", 16, 64, "LA201 t")
+    v2 = {x.candidate: x for x in judge(base + runs("batch=64", [600, 605]), candidates(Plan(changes=[batch])))[0]}
+    assert v2["batch=64"].kept and v2["batch=64"].parity is None
