@@ -127,3 +127,23 @@ def test_changes_that_alter_the_optimisation_are_marked_unsafe_whatever_the_rule
     assert changes_training(Change("args", "amp", "fp16", False, "r"), 64)
     assert changes_training(Change("args", "nbs", 64, 128, "r"), 64)
     assert not changes_training(Change("args", "workers", 8, 12, "r"), 64)
+
+
+def test_workers_are_planned_when_the_plan_would_outrun_the_loader():
+    # the H200 defaults: 8 workers deliver 520 images/s alone; batch 64 projects 8000 / (24 - 12) = 667 images/s
+    facts = dict(FACTS, **{"loader.capacity_images_per_s": 520.0, "settings.workers": 8.0, "run.epoch_s": 24.0,
+                           "run.images_per_epoch": 8000.0, "cpu.usable": 16.0})
+    p = plan([finding("LA201", 12.0, batch=64)], facts, SETTINGS)
+    w = next(c for c in p.changes if c.key == "workers")
+    assert w.after == 12 and w.before == 8 and w.requires == ["batch"]  # ceil(1.1 x 667 / 65)
+    assert "667 images/s" in w.note
+    # never more than the cores less 2
+    fast = dict(facts, **{"run.epoch_s": 14.0})  # projects 4000 images/s
+    assert next(c for c in plan([finding("LA201", 12.0, batch=64)], fast, SETTINGS).changes
+                if c.key == "workers").after == 14
+    # the loader keeps up: nothing to add
+    assert "workers" not in plan([finding("LA201", 2.0, batch=64)], facts, SETTINGS).args  # projects 364
+    # /dev/shm too small for more workers at batch 64 and 640: said, not planned
+    tight = dict(facts, **{"mem.shm_free_min": 8 * 4 * 64 * 640 * 640 * 3 + 1})
+    p2 = plan([finding("LA201", 12.0, batch=64)], tight, SETTINGS)
+    assert "workers" not in p2.args and "no more workers fit" in p2.dropped[-1]["reason"]

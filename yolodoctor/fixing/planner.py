@@ -24,6 +24,7 @@ measures what the plan really does.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -170,7 +171,45 @@ def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any
             p.changes.append(c)
     p.changes.sort(key=lambda c: -(c.seconds_saved_per_epoch or 0))
     _cuda_graphs_without_accumulation(p, facts, settings, args)
+    _loader_keeps_up(p, facts, settings)
     return p
+
+
+def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -> None:
+    """The plan's changes can lift the GPU side above what the loader delivers: at batch 16 the H200 defaults are
+    host-bound with no data wait, and batch 64 then meets the 8 workers' ~550 images/s (the issue-5 smoke: 27% data
+    wait after applying). Where the throughput the plan projects (images per epoch / (epoch time - the largest
+    estimated saving)) exceeds 90% of the loader's measured capacity, plan enough workers for 1.1x the projection
+    at the measured rate per worker, at most the usable cores minus 2 (the training thread and the pin-memory thread
+    keep a core: DL205), within /dev/shm. The change requires the one that creates the demand, so its trial runs on
+    top of it."""
+    cap, now = facts.get("loader.capacity_images_per_s"), facts.get("settings.workers")
+    epoch_s, images = facts.get("run.epoch_s"), facts.get("run.images_per_epoch")
+    driver = max((c for c in p.changes if c.seconds_saved_per_epoch), key=lambda c: c.seconds_saved_per_epoch,
+                 default=None)
+    if not (cap and now and epoch_s and images and driver) or driver.key == "workers" \
+            or any(c.kind == "args" and c.key == "workers" for c in p.changes):
+        return
+    projected = images / max(epoch_s - driver.seconds_saved_per_epoch, 1e-9)
+    if projected <= 0.9 * cap:
+        return
+    per_worker = cap / now
+    cores = facts.get("cpu.usable") or facts.get("cpu.count") or 0
+    want = min(math.ceil(1.1 * projected / per_worker), int(cores) - 2)
+    batch = next((c.after for c in p.changes if c.kind == "args" and c.key == "batch"), facts.get("run.batch"))
+    imgsz, shm = facts.get("settings.imgsz"), facts.get("mem.shm_free_min")
+    while want > now and batch and imgsz and shm and want * PREFETCH_FACTOR * batch * imgsz * imgsz * 3 > shm:
+        want -= 1
+    if want <= now:
+        p.dropped.append({"key": "workers", "reason": f"loader capacity: the plan projects {projected:.0f} images/s, "
+                          f"above the {cap:.0f} that {now:.0f} workers deliver, and no more workers fit "
+                          f"({cores:.0f} cores less 2, /dev/shm)"})
+        return
+    c = Change("args", "workers", settings.get("workers_requested", now), want, "planner loader-capacity",
+               note=(f"the plan projects up to {projected:.0f} images/s ({driver.key}={driver.after}); {now:.0f} "
+                     f"workers deliver {cap:.0f} alone, {per_worker:.0f} each"),
+               requires=[driver.key] if driver.kind == "args" else [])
+    p.changes.append(c)
 
 
 def accumulate(nbs: float, batch: float) -> int:
