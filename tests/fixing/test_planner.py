@@ -147,3 +147,15 @@ def test_workers_are_planned_when_the_plan_would_outrun_the_loader():
     tight = dict(facts, **{"mem.shm_free_min": 8 * 4 * 64 * 640 * 640 * 3 + 1})
     p2 = plan([finding("LA201", 12.0, batch=64)], tight, SETTINGS)
     assert "workers" not in p2.args and "no more workers fit" in p2.dropped[-1]["reason"]
+
+
+def test_the_best_permitted_proposal_wins_a_key():
+    # LA203 (batch 128, unsafe) estimates more gain than LA201 (batch 64, safe): without --allow-unsafe the plan
+    # falls back to LA201's proposal instead of losing the key
+    props = [finding("LA201", 12.0, batch=64), finding("LA203", 18.0, None, "unsafe", True, batch=128)]
+    safe = plan(props, FACTS, SETTINGS)
+    assert safe.args == {"batch": 64} and any("LA203" in d["reason"] and "above nbs" in d["reason"]
+                                               for d in safe.dropped)
+    unsafe = plan(props, FACTS, SETTINGS, allow_unsafe=True)
+    assert unsafe.args == {"batch": 128} and unsafe.changes[0].changes_training
+    assert any("LA201" in d["reason"] and "more gain" in d["reason"] for d in unsafe.dropped)

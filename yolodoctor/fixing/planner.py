@@ -140,7 +140,7 @@ def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any
          *, allow_unsafe: bool = False) -> Plan:
     args = args or {}
     p = Plan(epochs=facts.get("run.epochs"), epoch_s=facts.get("run.epoch_s"))
-    proposals: dict[tuple[str, str], Change] = {}
+    proposals: dict[tuple[str, str], list[Change]] = {}
     for f in findings:
         if f.fix is None:
             continue
@@ -149,26 +149,30 @@ def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any
                 if value is None:
                     p.dropped.append({"key": key, "reason": f"{f.id}: its value could not be computed"})
                     continue
-                c = Change(kind, key, _current(kind, key, settings, args), value, f"{f.id} {f.name}", f.fix.safety,
-                           f.fix.changes_training, f.fix.seconds_saved_per_epoch, f.fix.one_off_seconds, f.fix.note)
-                old = proposals.get((kind, key))
-                if old is None or (c.seconds_saved_per_epoch or 0) > (old.seconds_saved_per_epoch or 0):
-                    if old is not None:
-                        p.dropped.append({"key": key, "reason": f"{old.reason}: {c.reason} proposes more gain"})
-                    proposals[(kind, key)] = c
-                else:
-                    p.dropped.append({"key": key, "reason": f"{c.reason}: {old.reason} proposes more gain"})
-    for c in proposals.values():
-        why = ("not on the allow-list of what yolodoctor may change" if c.key not in ALLOWED[c.kind]
-               else _refuse(c, facts, settings, allow_unsafe, proposals))
-        if why:
-            p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: {why}"})
-        elif c.before == c.after:
-            p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: already set"})
-        else:
+                proposals.setdefault((kind, key), []).append(
+                    Change(kind, key, _current(kind, key, settings, args), value, f"{f.id} {f.name}", f.fix.safety,
+                           f.fix.changes_training, f.fix.seconds_saved_per_epoch, f.fix.one_off_seconds, f.fix.note))
+    # per key, the proposal with the largest estimated gain among those this machine and --allow-unsafe permit
+    # (batch first: the workers' /dev/shm check needs the planned batch)
+    chosen: dict[tuple[str, str], Change] = {}
+    for kk in sorted(proposals, key=lambda kk: kk != ("args", "batch")):
+        ranked = sorted(proposals[kk], key=lambda c: -(c.seconds_saved_per_epoch or 0))
+        pick = None
+        for c in ranked:
             if changes_training(c, facts.get("settings.nbs")):  # whatever the rule said: a loss-parity trial
                 c.safety, c.changes_training = "unsafe", True
-            p.changes.append(c)
+            why = ("not on the allow-list of what yolodoctor may change" if c.key not in ALLOWED[c.kind]
+                   else _refuse(c, facts, settings, allow_unsafe, chosen))
+            if pick is not None:
+                p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: {pick.reason} proposes "
+                                  "more gain" if not why else f"{c.reason}: {why}"})
+            elif why:
+                p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: {why}"})
+            elif c.before == c.after:
+                p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: already set"})
+            else:
+                pick = chosen[kk] = c
+                p.changes.append(c)
     p.changes.sort(key=lambda c: -(c.seconds_saved_per_epoch or 0))
     _cuda_graphs_without_accumulation(p, facts, settings, args)
     _loader_keeps_up(p, facts, settings)
@@ -247,8 +251,6 @@ def _cuda_graphs_without_accumulation(p: Plan, facts: dict[str, Any], settings: 
 
 def _refuse(c: Change, facts: dict[str, Any], settings: dict[str, Any], allow_unsafe: bool,
             proposals: dict) -> str | None:
-    if c.safety == "unsafe" and not allow_unsafe:
-        return "unsafe (changes training or needs a trial): only with --allow-unsafe"
     device = facts.get("run.device")
     if c.kind == "args" and c.key == "workers":
         cores = facts.get("cpu.usable") or facts.get("cpu.count")
@@ -283,4 +285,6 @@ def _refuse(c: Change, facts: dict[str, Any], settings: dict[str, Any], allow_un
         epochs, gain = facts.get("run.epochs"), c.seconds_saved_per_epoch
         if gain is not None and epochs and c.one_off_seconds and gain * epochs < c.one_off_seconds:
             return f"{gain:.1f} s/epoch x {epochs:.0f} epochs does not repay {c.one_off_seconds:.0f} s of compilation"
+    if c.safety == "unsafe" and not allow_unsafe:
+        return "unsafe (changes training or needs a trial): only with --allow-unsafe"
     return None
