@@ -1,6 +1,6 @@
-"""How the rules did on the recorded H200 profiles: the frozen rules (git tag rules-frozen-1) and today's.
+"""How the rules did on the recorded H200 profiles: the frozen rules (commit 46d70a1, tag rules-frozen-1) and today's.
 
-    python bench/report_rules_accuracy.py [--frozen rules-frozen-1]
+    python bench/report_rules_accuracy.py [--frozen COMMIT]   (default 46d70a1: tags do not travel with every clone)
 
 Issue 4 asked for the rules to be frozen in a commit before three more H200 scenarios were recorded, and for the
 frozen rules' verdicts on them to be reported before any change. This script checks the frozen commit out into a
@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, write_section  # noqa: E402
 
 PROFILES = ROOT / "fixtures" / "profiles"
+FROZEN = "46d70a1"  # the commit tagged rules-frozen-1 (issue 4), before the last three scenarios were recorded
 # fixture -> (recorded after the freeze?, the primary finding the data supports, what the data shows)
 TRUTH = {
     "h200-defaults": (False, "LA201", "host-bound: data ready, loader alone far faster, GPU busy a fraction"),
@@ -61,7 +62,7 @@ def primary(findings: list[list[str]]) -> str | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--frozen", default="rules-frozen-1")
+    ap.add_argument("--frozen", default=FROZEN)
     a = ap.parse_args()
     runs = [PROFILES / n for n in TRUTH]
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +94,7 @@ def main() -> None:
     body = f"""## Rule accuracy on the recorded H200 profiles (issue 4)
 
 Command: `python bench/report_rules_accuracy.py` (the frozen verdicts come from the frozen commit's own code and
-rules, run in a temporary git worktree). Rules frozen at tag `{a.frozen}`; the last three scenarios were recorded
+rules, run in a temporary git worktree). Rules frozen at commit `{a.frozen}` (tag rules-frozen-1); the last three scenarios were recorded
 after that (2026-12-02, `PART=scenarios bash bench/gpu_fixtures.sh`) and first diagnosed by the frozen rules. The
 primary finding is the first warning or error (findings are ranked by estimated time saved).
 
