@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import weakref
 from collections import deque
 from typing import Any, Callable
 
@@ -67,6 +68,7 @@ class Recorder:
         self.tid = threading.get_native_id()
         self.last_mosaic: bool | None = None
         self.fault: tuple[str, int] | None = None  # test-only fault injection (session.parse_fault)
+        self.trainer: Callable[[], Any] = lambda: None  # the current trainer (a weak reference), once training began
 
     # ---------------------------------------------------------------- wiring
     def attach(self, target: Any) -> Recorder:
@@ -85,6 +87,7 @@ class Recorder:
 
     # ---------------------------------------------------------------- callbacks
     def on_pretrain_routine_start(self, trainer) -> None:
+        self.trainer = weakref.ref(trainer)  # for the session's clean-up after an interrupted run
         self.train_index += 1
         self.steps = 0
         self.bounded = False

@@ -109,10 +109,23 @@ class Session:
             return
         self.ended = True
         self._close_trace(reason)
+        if status != "complete":
+            self._close_train_loader()
         self.recorder.finish()
         self.events.write("run_end", status=status, reason=reason, steps=self.recorder.total_steps,
                           bounded=self.recorder.bounded)
         self.events.close()
+
+    def _close_train_loader(self) -> None:
+        """After an exception or Ctrl-C, shut the train loader's workers down before the interpreter exits: left to
+        exit, multiprocessing kills the daemonic workers first and the pin-memory thread, still reading from them,
+        prints a ConnectionResetError traceback into the log (seen on the H200 when the monitor quit a run)."""
+        loader = getattr(self.recorder.trainer(), "train_loader", None)
+        try:
+            if callable(getattr(loader, "close", None)):
+                loader.close()
+        except Exception as e:  # the run is ending anyway: record, never raise from here
+            self.events.write("loader_close_error", error=f"{type(e).__name__}: {e}"[:300])
 
     def _close_trace(self, reason: str | None) -> None:
         """A training that ends inside the trace window (crash, OOM, Ctrl-C) leaves torch.profiler running, and the
