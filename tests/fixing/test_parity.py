@@ -1,13 +1,16 @@
 """Loss parity for changes that change training: the curve per optimizer step, the comparison, and the judge."""
 
-from yolodoctor.fixing.parity import mean_curve, opt_curve, parity
+from yolodoctor.fixing.parity import mean_curve, opt_curve, opt_points, parity
 from yolodoctor.fixing.planner import Change, Plan
 from yolodoctor.fixing.trials import TrialRun, candidates, judge
 
 
-def curve(level: float, n: int = 40, wobble: float = 0.01) -> list[float]:
-    """A falling loss with a deterministic wobble, ending at `level`."""
-    return [level * (1 + 0.5 * (n - i) / n) * (1 + wobble * ((i * 7) % 5 - 2)) for i in range(n)]
+def curve(level: float, n: int = 40, wobble: float = 0.01, per_step: int = 64) -> list[tuple[int, float]]:
+    """(images seen, per-image loss) of n optimizer steps of per_step images: a falling loss with a deterministic
+    wobble, ending near `level`."""
+    total = n * 64
+    return [(per_step * (i + 1), level * (1 + 0.5 * (total - per_step * (i + 1)) / total)
+             * (1 + wobble * ((i * 7) % 5 - 2))) for i in range(n * 64 // per_step)]
 
 
 def test_opt_curve_averages_the_micro_batches_of_each_optimizer_step():
@@ -16,6 +19,7 @@ def test_opt_curve_averages_the_micro_batches_of_each_optimizer_step():
     # micro-batches since the last; per-image losses 1..6
     assert opt_curve(steps) == [1.5, 3.5, 5.5]
     assert opt_curve(steps[:5]) == [1.5, 3.5]  # micro-batch 4 waits for its optimizer step
+    assert opt_points(steps) == [(32, 1.5), (64, 3.5), (96, 5.5)]  # images seen at each optimizer step
 
 
 def test_parity_passes_an_equal_or_lower_loss_and_fails_a_higher_one():
@@ -24,7 +28,11 @@ def test_parity_passes_an_equal_or_lower_loss_and_fails_a_higher_one():
     assert parity(base, [curve(1.6)])["within"]  # learning faster is no regression
     worse = parity(base, [curve(2.3)])
     assert not worse["within"] and 0.14 < worse["rel"] < 0.16 and worse["band"] >= 0.02
-    assert parity(base, [curve(2.0, n=3)]) is None  # too few common optimizer steps to say anything
+    assert parity(base, [curve(2.0, n=3)]) is None  # too few optimizer steps in the compared images
+    # twice the images per optimizer step (batch 2 x nbs): compared after the same images, not the same steps
+    big = parity(base, [curve(2.0, per_step=128)])
+    assert big["within"] and big["images"] == 40 * 64 and big["points"][1] == 4
+    assert not parity(base, [curve(2.2, per_step=128)])["within"]
     assert mean_curve([[1.0, 2.0, 3.0], [3.0, 4.0]]) == [2.0, 3.0]
 
 

@@ -89,10 +89,16 @@ def test_cuda_graphs_only_without_gradient_accumulation():
     half = plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead"), finding("LA201", 30.0, batch=32)],
                 FACTS, SETTINGS)
     assert half.args == {"batch": 32, "compile": True}
-    # round(64 / 48) == 1: Ultralytics does not accumulate at batch 48
-    b48 = plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead"), finding("LA201", 30.0, batch=48)],
-               FACTS, SETTINGS)
-    assert b48.args == {"batch": 48, "compile": "reduce-overhead"}
+    # round(64 / 48) == 1: Ultralytics does not accumulate at batch 48 (so its effective batch is 48, not 64:
+    # that changes training, and is planned only with --allow-unsafe)
+    finds = [finding("LA202", 10.0, 130.0, compile="reduce-overhead"), finding("LA201", 30.0, batch=48)]
+    b48 = plan(finds, FACTS, SETTINGS, allow_unsafe=True)
+    assert b48.args == {"batch": 48, "compile": "reduce-overhead"} and b48.changes[0].changes_training
+    assert plan(finds, FACTS, SETTINGS).args == {"compile": True}
+    # a batch chosen at run time (autobatch) cannot rule accumulation out
+    auto = plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead")], dict(FACTS, **{"run.batch": None}),
+                dict(SETTINGS, batch=-1))
+    assert auto.args == {"compile": True} and "autobatch" in auto.changes[0].note
     # compiled already (without CUDA graphs) and accumulating: nothing to change, and the plan says why
     compiled = plan([finding("LA202", 10.0, 130.0, compile="reduce-overhead")], FACTS,
                     dict(SETTINGS, compile_requested=True))
@@ -159,3 +165,40 @@ def test_the_best_permitted_proposal_wins_a_key():
     unsafe = plan(props, FACTS, SETTINGS, allow_unsafe=True)
     assert unsafe.args == {"batch": 128} and unsafe.changes[0].changes_training
     assert any("LA201" in d["reason"] and "more gain" in d["reason"] for d in unsafe.dropped)
+
+
+def test_effective_batch_decides_whether_a_batch_change_changes_training():
+    from yolodoctor.fixing.planner import Change, changes_training
+
+    b = lambda before, after: changes_training(Change("args", "batch", before, after, "r"), 64)  # noqa: E731
+    assert not b(16, 64) and not b(16, 32) and not b(8, 16)  # accumulate keeps 64 images per optimizer step
+    assert b(16, 128) and b(128, 64) and b(16, 48) and b(16, 40)  # 128; 128 -> 64; 48 x 1; 40 x 2 = 80
+    assert not b(16, -1) and not b(16, 0.9)  # autobatch: decided at run time
+
+
+def test_an_unsafe_winner_keeps_its_safe_alternative_for_the_trials():
+    props = [finding("LA201", 12.0, batch=64), finding("LA203", 18.0, None, "unsafe", True, batch=128)]
+    p = plan(props, FACTS, SETTINGS, allow_unsafe=True)
+    assert p.args == {"batch": 128} and [(c.key, c.after) for c in p.fallbacks] == [("batch", 64)]
+    assert plan(props, FACTS, SETTINGS).fallbacks == []  # without --allow-unsafe the safe one is the plan
+    # the best proposal is already what runs: the key stops there, no lower-gain proposal slips in
+    same = plan([finding("LA201", 12.0, batch=16), finding("MM202", 5.0, batch=32)], FACTS, SETTINGS)
+    assert "batch" not in same.args and "already set" in same.dropped[0]["reason"]
+
+
+def fix_cli(*argv):
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", *map(str, argv)], capture_output=True, text=True,
+                       env={**os.environ, "YOLO_OFFLINE": "1"}, timeout=120)
+    return p.returncode, p.stderr
+
+
+def test_unsafe_tries_and_unverified_unsafe_plans_are_refused_before_any_training():
+    b128 = ROOT / "fixtures/profiles/h200-b128w16-cpu-saturated"  # batch 128: effective batch 128
+    code, err = fix_cli(b128, "--try", "batch=32")  # 32 x 2 = 64 images per optimizer step: changes training
+    assert code == 2 and "--allow-unsafe" in err and "Traceback" not in err
+    # allowed, but the plan's compile='reduce-overhead' would then accumulate 2 micro-batches: CUDA graphs crash
+    code, err = fix_cli(b128, "--try", "batch=32", "--allow-unsafe")
+    assert code == 2 and "169545" in err and "batch=64" in err
+    # an unsafe plan (batch 128, bf16) is applied only after a loss-parity trial: --verify is required
+    code, err = fix_cli(ROOT / "fixtures/profiles/h200-defaults", "--allow-unsafe", "--apply", "--yes")
+    assert code == 2 and "--verify" in err and "batch=128" in err

@@ -135,5 +135,49 @@ def test_a_trial_run_yields_its_loss_per_optimizer_step(profiled):
     from yolodoctor.fixing.trials import _loss_curve
 
     c = _loss_curve(profiled)  # nbs=4 at batch 4: every step is an optimizer step
-    assert c is not None and len(c) == 4 and all(0 < x < 1e4 for x in c)
+    assert c is not None and [n for n, _ in c] == [4, 8, 12, 16] and all(0 < x < 1e4 for _, x in c)
     assert _loss_curve(profiled.parent / "missing") is None
+
+
+def test_a_dependent_change_must_beat_the_baseline_too():
+    # batch=64 alone slower than the baseline, the changes built on it a little faster than it but still slower
+    # than the baseline: nothing is kept (the reviewer's case)
+    batch = Change("args", "batch", 16, 64, "LA201 t")
+    ro = Change("args", "compile", False, "reduce-overhead", "LA202 t", requires=["batch"])
+    wk = Change("args", "workers", 8, 13, "planner t", requires=["batch"])
+    cands = candidates(Plan(changes=[batch, ro, wk]))
+    assert [c.name for c in cands] == ["baseline", "batch=64", "batch=64+compile=reduce-overhead",
+                                       "batch=64+workers=13", "plan"]
+    rs = (runs("baseline", [100, 100.5]) + runs("batch=64", [90, 90.2]) + runs(cands[2].name, [97, 97.1])
+          + runs(cands[3].name, [98, 98.1]) + runs("plan", [98.5, 98.4]))
+    verdicts, _, kept = judge(rs, cands)
+    v = {x.candidate: x for x in verdicts}
+    assert kept == [] and "over the baseline" in v[cands[2].name].why
+
+
+def test_requirements_are_followed_transitively():
+    batch = Change("args", "batch", 16, 64, "LA201 t")
+    ro = Change("args", "compile", False, "reduce-overhead", "LA202 t", requires=["batch"])
+    wk = Change("args", "workers", 8, 13, "planner t", requires=["compile"])
+    names = [c.name for c in candidates(Plan(changes=[batch, ro, wk]))]
+    assert "batch=64+compile=reduce-overhead+workers=13" in names
+
+
+def curve(level: float, n: int = 40) -> list[tuple[int, float]]:
+    return [(64 * (i + 1), level * (1 + 0.5 * (n - i) / n) * (1 + 0.01 * ((i * 7) % 5 - 2))) for i in range(n)]
+
+
+def test_the_safe_fallback_is_kept_when_the_unsafe_change_fails_its_loss_parity():
+    big = Change("args", "batch", 16, 128, "LA203 t", "unsafe", changes_training=True)
+    safe = Change("args", "batch", 16, 64, "LA201 t")
+    cands = candidates(Plan(changes=[big], fallbacks=[safe]))
+    assert [c.name for c in cands] == ["baseline", "batch=128", "batch=64"]
+    rs = [TrialRun("baseline", i, "/r", "complete", None, v, True, [], curve(2.0)) for i, v in enumerate([100, 101])]
+    rs += [TrialRun("batch=128", i, "/r", "complete", None, v, True, [], curve(2.6)) for i, v in enumerate([300, 301])]
+    rs += [TrialRun("batch=64", i, "/r", "complete", None, v, True, []) for i, v in enumerate([250, 251])]
+    verdicts, _, kept = judge(rs, cands)
+    assert [(c.key, c.after) for c in kept] == [("batch", 64)]
+    # both pass: the faster one holds the key
+    rs2 = [r for r in rs if r.candidate != "batch=128"] + [
+        TrialRun("batch=128", i, "/r", "complete", None, v, True, [], curve(2.0)) for i, v in enumerate([300, 301])]
+    assert [(c.key, c.after) for c in judge(rs2, cands)[2]] == [("batch", 128)]

@@ -44,7 +44,7 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
         apply: bool = False, tries: list[str] | None = None, reps: int = 2, yes: bool = False) -> int:
     from yolodoctor.cli import stderr_console, stdout_console
     from yolodoctor.diagnosis.diagnose import diagnose
-    from yolodoctor.fixing.planner import plan as make_plan
+    from yolodoctor.fixing.planner import cuda_graphs_refusal, plan as make_plan
     from yolodoctor.profile import host_id
 
     err = stderr_console()
@@ -53,7 +53,14 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
     p = make_plan(d.findings, d.facts, d.profile.settings, d.profile.args, allow_unsafe=allow_unsafe)
     if tries:
         extra = user_candidates(tries, d.profile.settings)
+        unsafe = [f"{c.key}={c.after}" for c in extra if c.changes_training]
+        if unsafe and not allow_unsafe:
+            raise UsageError(f"--try {', '.join(unsafe)} changes what is optimised (effective batch or precision): "
+                             "add --allow-unsafe (a loss-parity trial then checks it)")
         p.changes += [c for c in extra if c.key not in {x.key for x in p.changes}]
+        why = cuda_graphs_refusal(p, d.facts, d.profile.settings)
+        if why:
+            raise UsageError(f"--try compile=reduce-overhead: {why}; try it with batch={d.facts.get('settings.nbs') or 64:.0f}")
     if (verify or apply) and d.profile.mode not in ("args", "script"):
         raise UsageError(f"--verify/--apply replay a training; {run_dir} was recorded with yolodoctor.attach() "
                          "(a notebook): profile it with KEY=VALUE arguments or `-- python train.py` first")
@@ -71,6 +78,9 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
             log(f"not replayed from {d.profile.host}: {', '.join(gone)} (Ultralytics' default output folder instead)")
     trials = None
     chosen = list(p.changes)
+    if apply and not verify and any(c.changes_training for c in chosen):
+        raise UsageError("the plan changes what is optimised (" + ", ".join(f"{c.key}={c.after}" for c in chosen
+                         if c.changes_training) + "): --apply it with --verify, so that a loss-parity trial checks it")
     if verify and p.changes:
         from yolodoctor.fixing.trials import run_trials
 
@@ -149,6 +159,9 @@ def _print_plan(out, run_dir, p) -> None:
         out.print(f"\nOver the planned {p.epochs:.0f} epochs: at most {s['planned_run_upper_bound']:.0f} s saved "
                   f"(the largest single gain x epochs, minus {s['one_off']:.0f} s one-off). Gains are upper bounds "
                   "from the rules and do not add up; trials measure them.")
+    for c in p.fallbacks:
+        out.print(f"[dim]also trialled: {c.key}={c.after!r} ({c.reason}), the safe alternative should the unsafe "
+                  "change fail its loss parity[/]")
     for x in p.dropped:
         out.print(f"[dim]not planned: {x['key']} - {x['reason']}[/]")
 

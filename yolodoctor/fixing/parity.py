@@ -1,14 +1,16 @@
 """Loss parity: does a change that changes training (precision, batch above nbs, ...) still learn as well?
 
-A trial of such a change is kept only when, besides being faster, its loss is not worse than the baseline's at the
-same number of optimizer steps, beyond the noise of the comparison. The curve compared is the mean per-image loss
-of each optimizer step (Ultralytics' loss is summed over the batch, and the optimizer steps every ``accumulate``
-batches); repeats of one candidate are averaged step by step. The two means over the last fifth of the common
-steps (at least 3) are compared; the band is two standard errors of their difference, and never below FLOOR.
-A lower loss passes: parity here means "not worse", which is what a user giving up bit-identical training needs.
+A trial of such a change is kept only when, besides being faster, its loss is not worse than the baseline's after
+the same number of training images: a user's run is a number of epochs, so a change that halves the optimizer
+steps (a batch twice nbs) must show that it learns as much from the same images. Each optimizer step gives one
+point (images seen so far, mean per-image loss of its micro-batches; Ultralytics' loss is summed over the batch and
+the optimizer steps every ``accumulate`` batches). Over the last fifth of the images both sides saw, the points of
+all repeats are pooled per side and their means compared; the band is two standard errors of the difference, never
+below FLOOR. A lower loss passes: parity means "not worse", which is what giving up bit-identical training needs.
+Points also make the comparison immune to the warm-up, when Ultralytics ramps ``accumulate`` up from 1.
 
-The same functions serve the H200 benchmark's loss comparison of the applied plan with the defaults
-(bench/report_h200.py).
+The H200 benchmark compares the applied plan with the defaults at the same number of optimizer steps, as its issue
+asks (``opt_curve`` and ``loss_gap``); safe changes keep the images per optimizer step, so there both axes agree.
 """
 
 from __future__ import annotations
@@ -48,6 +50,22 @@ def loss_gap(a: list[float], b: list[float]) -> dict[str, float] | None:
             "two_se_rel": 2 * se / ma if ma else 0.0}
 
 
+def opt_points(steps: Iterable[dict[str, Any]]) -> list[tuple[int, float]]:
+    """(images seen, mean per-image loss) at each optimizer step, as opt_curve decides the steps."""
+    out, acc, last, seen = [], [], -1, 0
+    for s in steps:
+        seen += s.get("images") or 0
+        if isinstance(s.get("loss"), (int, float)) and s.get("images"):
+            acc.append(s["loss"] / s["images"])
+        ni = s.get("n", s.get("step", 0))
+        if ni - last >= (s.get("accumulate") or 1):
+            last = ni
+            if acc:
+                out.append((seen, round(sum(acc) / len(acc), 5)))
+            acc = []
+    return out
+
+
 def mean_curve(curves: list[list[float]]) -> list[float]:
     """Step-by-step mean of several repeats' curves, as long as the shortest."""
     curves = [c for c in curves if c]
@@ -57,12 +75,22 @@ def mean_curve(curves: list[list[float]]) -> list[float]:
     return [statistics.fmean(c[i] for c in curves) for i in range(n)]
 
 
-def parity(base: list[list[float]], cand: list[list[float]], floor: float = FLOOR) -> dict[str, Any] | None:
-    """The candidate's loss against the baseline's (both lists of per-repeat opt_curve results); None when there are
-    too few common optimizer steps to compare."""
-    g = loss_gap(mean_curve(base), mean_curve(cand))
-    if g is None:
+def parity(base: list[list[tuple[int, float]]], cand: list[list[tuple[int, float]]],
+           floor: float = FLOOR) -> dict[str, Any] | None:
+    """The candidate's loss against the baseline's after the same images (both: per-repeat opt_points); None when
+    fewer than 3 optimizer steps of either side fall in the last fifth of the images both saw."""
+    runs = [r for r in (*base, *cand) if r]
+    if not any(base) or not any(cand):
         return None
-    g["band"] = max(g["two_se_rel"], floor)
-    g["within"] = g["rel"] <= g["band"]
-    return g
+    n = min(r[-1][0] for r in runs)
+    lo = 0.8 * n
+    xa = [y for r in base if r for x, y in r if lo < x <= n]
+    xb = [y for r in cand if r for x, y in r if lo < x <= n]
+    if len(xa) < 3 or len(xb) < 3:
+        return None
+    ma, mb = statistics.fmean(xa), statistics.fmean(xb)
+    se = (statistics.variance(xa) / len(xa) + statistics.variance(xb) / len(xb)) ** 0.5
+    band = max(2 * se / ma if ma else 0.0, floor)
+    rel = (mb - ma) / ma if ma else 0.0
+    return {"images": n, "points": [len(xa), len(xb)], "a": ma, "b": mb, "rel": rel, "band": band,
+            "within": rel <= band}

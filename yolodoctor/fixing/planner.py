@@ -87,6 +87,7 @@ class ChangeSet:
 class Plan(ChangeSet):
     changes: list[Change] = field(default_factory=list)
     dropped: list[dict[str, Any]] = field(default_factory=list)  # proposals refused, and why
+    fallbacks: list[Change] = field(default_factory=list)  # safe alternatives to unsafe changes, trialled too
     epochs: float | None = None
     epoch_s: float | None = None
 
@@ -99,7 +100,8 @@ class Plan(ChangeSet):
         return {"best_single_per_epoch": best, "one_off": one_off, "planned_run_upper_bound": total}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"changes": [c.to_dict() for c in self.changes], "dropped": self.dropped, "args": self.args,
+        return {"changes": [c.to_dict() for c in self.changes], "dropped": self.dropped,
+                "fallbacks": [c.to_dict() for c in self.fallbacks], "args": self.args,
                 "env": self.env, "torch_flags": self.torch_flags, "epochs": self.epochs, "epoch_s": self.epoch_s,
                 "saving": self.run_saving()}
 
@@ -114,8 +116,13 @@ def changes_training(c: Change, nbs: float | None) -> bool:
     or the precision. Such a change is unsafe and is kept only after a loss-parity trial."""
     if c.kind != "args":
         return False
-    if c.key == "batch":
-        return isinstance(c.after, (int, float)) and c.after > (nbs or 64)
+    if c.key == "batch":  # Ultralytics accumulates to nbs: what is optimised changes with batch x accumulate
+        nbs = nbs or 64
+        if not isinstance(c.after, (int, float)) or c.after < 1:
+            return False  # autobatch: the batch is chosen at run time (and fix --verify reports what ran)
+        if isinstance(c.before, (int, float)) and c.before >= 1:
+            return effective_batch(nbs, c.after) != effective_batch(nbs, c.before)
+        return effective_batch(nbs, c.after) != nbs
     if c.key == "nbs":
         return c.after != c.before
     if c.key == "amp":
@@ -168,11 +175,19 @@ def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any
                                   "more gain" if not why else f"{c.reason}: {why}"})
             elif why:
                 p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: {why}"})
-            elif c.before == c.after:
+            elif c.before == c.after:  # the best permitted proposal is what runs now: nothing to change
                 p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: already set"})
+                pick = c
             else:
                 pick = chosen[kk] = c
                 p.changes.append(c)
+        if pick is not None and pick.changes_training and kk in chosen:
+            # an unsafe winner that fails its loss parity must not cost the key: trial the best safe one too
+            safe = next((c for c in ranked if c is not pick and not c.changes_training and c.before != c.after
+                         and c.key in ALLOWED[c.kind] and not _refuse(c, facts, settings, allow_unsafe, chosen)),
+                        None)
+            if safe is not None:
+                p.fallbacks.append(safe)
     p.changes.sort(key=lambda c: -(c.seconds_saved_per_epoch or 0))
     _cuda_graphs_without_accumulation(p, facts, settings, args)
     _loader_keeps_up(p, facts, settings)
@@ -187,6 +202,8 @@ def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -
     at the measured rate per worker, at most the usable cores minus 2 (the training thread and the pin-memory thread
     keep a core: DL205), within /dev/shm. The change requires the one that creates the demand, so its trial runs on
     top of it."""
+    if facts.get("run.device") != "cuda":
+        return
     cap, now = facts.get("loader.capacity_images_per_s"), facts.get("settings.workers")
     epoch_s, images = facts.get("run.epoch_s"), facts.get("run.images_per_epoch")
     driver = max((c for c in p.changes if c.seconds_saved_per_epoch), key=lambda c: c.seconds_saved_per_epoch,
@@ -221,28 +238,46 @@ def accumulate(nbs: float, batch: float) -> int:
     return max(round(nbs / batch), 1)
 
 
+def effective_batch(nbs: float, batch: float) -> float:
+    """Images per optimizer step."""
+    return batch * accumulate(nbs, batch)
+
+
+def cuda_graphs_refusal(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -> str | None:
+    """Why the plan's compile='reduce-overhead' would crash (gradient accumulation at the planned batch), or None."""
+    if not any(c.kind == "args" and c.key == "compile" and c.after == "reduce-overhead" for c in p.changes):
+        return None
+    nbs = facts.get("settings.nbs") or settings.get("nbs") or 64
+    planned = next((c.after for c in p.changes if c.kind == "args" and c.key == "batch"), None)
+    if not isinstance(planned, (int, float)) or planned < 1:
+        planned = facts.get("run.batch") or settings.get("batch")
+    if not isinstance(planned, (int, float)) or planned < 1:
+        return "the batch is chosen at run time (autobatch), so gradient accumulation cannot be ruled out"
+    if accumulate(nbs, planned) > 1:
+        return (f"at batch {planned:.0f} Ultralytics accumulates {accumulate(nbs, planned)} micro-batches "
+                f"(nbs={nbs:.0f}) and CUDA graphs crash with gradient accumulation (pytorch/pytorch#169545)")
+    return None
+
+
 def _cuda_graphs_without_accumulation(p: Plan, facts: dict[str, Any], settings: dict[str, Any],
                                       args: dict[str, Any]) -> None:
     ro = next((c for c in p.changes if c.kind == "args" and c.key == "compile" and c.after == "reduce-overhead"),
               None)
     if ro is None:
         return
-    nbs = facts.get("settings.nbs") or settings.get("nbs") or 64
-    batch_change = next((c for c in p.changes if c.kind == "args" and c.key == "batch"), None)
-    now = facts.get("run.batch") or _current("args", "batch", settings, args)
-    planned = batch_change.after if batch_change else now
-    if not isinstance(planned, (int, float)) or planned <= 0:  # autobatch (-1, a fraction): not known in advance
-        planned = now
-    if isinstance(planned, (int, float)) and planned >= 1 and accumulate(nbs, planned) > 1:
-        why = (f"at batch {planned:.0f} Ultralytics accumulates {accumulate(nbs, planned)} micro-batches "
-               f"(nbs={nbs:.0f}) and CUDA graphs crash with gradient accumulation (pytorch/pytorch#169545)")
+    why = cuda_graphs_refusal(p, facts, settings)
+    if why:
         if str(ro.before).lower() in ("true", "default"):  # already compiled without CUDA graphs: nothing left
             p.changes.remove(ro)
             p.dropped.append({"key": "compile", "value": "reduce-overhead", "reason": f"{ro.reason}: {why}"})
             return
         ro.after = True
         ro.note = f"compile='reduce-overhead' becomes compile=True: {why}"
-    elif batch_change is not None and isinstance(now, (int, float)) and now >= 1 and accumulate(nbs, now) > 1:
+        return
+    nbs = facts.get("settings.nbs") or settings.get("nbs") or 64
+    now = facts.get("run.batch") or _current("args", "batch", settings, args)
+    if any(c.kind == "args" and c.key == "batch" for c in p.changes) and isinstance(now, (int, float)) \
+            and now >= 1 and accumulate(nbs, now) > 1:
         ro.requires = ["batch"]
         ro.note = ((ro.note + "; ") if ro.note else "") + (
             f"needs the batch change: at batch {now:.0f} gradient accumulation would crash CUDA graphs "

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from yolodoctor.fixing.parity import opt_curve, parity
+from yolodoctor.fixing.parity import opt_points, parity
 from yolodoctor.fixing.planner import Change, ChangeSet, Plan
 
 MIN_GAIN = 0.03
@@ -40,7 +40,7 @@ class TrialRun:
     images_per_s: float | None
     window_valid: bool | None
     mismatch: list[str] = field(default_factory=list)
-    loss_curve: list[float] | None = None  # mean per-image loss of each optimizer step (parity.opt_curve)
+    loss_curve: list[tuple[int, float]] | None = None  # (images seen, per-image loss) per optimizer step
 
 
 @dataclass
@@ -68,19 +68,33 @@ class TrialReport:
 
 
 def candidates(plan: Plan) -> list[Candidate]:
-    """The baseline, each change alone, and the whole plan. A change that ``requires`` others (compile with CUDA
-    graphs needs the batch change that ends gradient accumulation) is tried on top of them and judged against them."""
+    """The baseline, each change alone, the safe fallbacks of unsafe changes, and the whole plan. A change that
+    ``requires`` others (compile with CUDA graphs needs the batch change that ends gradient accumulation; workers
+    sized for a bigger batch need it) is tried on top of them, followed transitively, and judged against them."""
     out = [Candidate("baseline", [])]
     for c in plan.changes:
-        needs = [d for d in plan.changes if d.key in c.requires and d is not c]
+        needs = _required(c, plan.changes)
         if needs:
             base = Candidate("+".join(f"{d.key}={d.after}" for d in needs), needs)
             out.append(Candidate(f"{base.name}+{c.key}={c.after}", [*needs, c],
                                  against=base.name if len(needs) == 1 else "baseline"))
         else:
             out.append(Candidate(f"{c.key}={c.after}", [c]))
+    out += [Candidate(f"{c.key}={c.after}", [c]) for c in plan.fallbacks
+            if f"{c.key}={c.after}" not in {x.name for x in out}]
     if len(plan.changes) > 1 and all(len(c.changes) < len(plan.changes) for c in out):
         out.append(Candidate("plan", list(plan.changes)))
+    return out
+
+
+def _required(c: Change, changes: list[Change], seen: tuple = ()) -> list[Change]:
+    """The changes ``c`` requires, and theirs, in plan order (a cycle stops where it closes)."""
+    out: list[Change] = []
+    for d in changes:
+        if d is not c and d.key in c.requires and d.key not in seen:
+            for x in [*_required(d, changes, (*seen, c.key)), d]:
+                if all(x is not y for y in out):
+                    out.append(x)
     return out
 
 
@@ -137,26 +151,38 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             why, keep = "no throughput measured", False
         elif any(r.window_valid is False for r in rs):
             why, keep = "window too short to conclude", False
+        elif gain > threshold and c.against != "baseline" and base_med and med / base_med - 1 <= base_threshold:
+            why, keep = (f"{gain:+.1%} over {c.against}, but only {med / base_med - 1:+.1%} over the baseline "
+                         f"(threshold {base_threshold:.1%})"), False
         elif gain > threshold and len(ref_vals) >= 2 and min(ok) <= max(ref_vals):
             why, keep = (f"{gain:+.1%} median, but its slowest repeat ({min(ok):.1f}) does not beat the fastest of "
                          f"{c.against} ({max(ref_vals):.1f})"), False
         elif gain > threshold and any(x.changes_training for x in c.changes) and par is None:
             why, keep = (f"{gain:+.1%}, but it changes training and its loss could not be compared with the "
-                         "baseline's (too few optimizer steps)"), False
+                         "baseline's (too few optimizer steps after the same images)"), False
         elif gain > threshold and par is not None and not par["within"]:
             why, keep = (f"{gain:+.1%}, but it changes training and its loss is {par['rel']:+.1%} against the "
-                         f"baseline's at {par['opt_steps']} optimizer steps (band {par['band']:.1%})"), False
+                         f"baseline's after {par['images']} images (band {par['band']:.1%})"), False
         elif gain > threshold:
             over = "" if c.against == "baseline" else f" over {c.against}"
             why, keep = f"{gain:+.1%}{over} beats the noise threshold {threshold:.1%}", True
             if par is not None:
-                why += (f"; loss {par['rel']:+.1%} against the baseline's at {par['opt_steps']} optimizer steps, "
+                why += (f"; loss {par['rel']:+.1%} against the baseline's after {par['images']} images, "
                         f"within {par['band']:.1%}")
         else:
             why, keep = f"{gain:+.1%} is within the noise threshold {threshold:.1%}", False
         verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why, par))
-        if keep and c.name != "plan":
-            kept.extend(x for x in c.changes if all(x is not y for y in kept))
+    # the kept changes: those of the fastest kept candidate holding each key (an unsafe change and its safe
+    # fallback may both pass; a change comes with what it requires), never the "plan" candidate's wholesale
+    won: dict[tuple[str, str], tuple[float, Candidate]] = {}
+    for c, v in zip((c for c in cands if c.name != "baseline"), verdicts[1:]):
+        if v.kept and c.name != "plan":
+            for x in c.changes:
+                if (x.kind, x.key) not in won or v.median > won[(x.kind, x.key)][0]:
+                    won[(x.kind, x.key)] = (v.median, c)
+    for c in cands:
+        if any(w is c for _, w in won.values()):
+            kept.extend(x for x in c.changes if won[(x.kind, x.key)][1] is c and all(x is not y for y in kept))
     return verdicts, spread, kept
 
 
@@ -190,7 +216,7 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
     return TrialReport(runs, verdicts, spread, kept)
 
 
-def _loss_curve(run: Path) -> list[float] | None:
+def _loss_curve(run: Path) -> list[tuple[int, float]] | None:
     from yolodoctor.profiling.events import read_events
 
     try:
@@ -198,7 +224,7 @@ def _loss_curve(run: Path) -> list[float] | None:
                         and e.get("train_index", 0) == 0), key=lambda e: e["step"])
     except (OSError, ValueError, KeyError):
         return None
-    return opt_curve(steps) or None
+    return opt_points(steps) or None
 
 
 def _slug(name: str) -> str:
