@@ -62,15 +62,17 @@ GPU minutes at full scale, estimated from BENCHMARKS.md (defaults ~190-240 img/s
 bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm compile):
   bash bench/h200_benchmark.sh dataset      #  ~1.5 min: 22,000 JPEGs on 16 cores (any part makes it first if missing)
   bash bench/h200_benchmark.sh defaults     #  ~2.5 min: one epoch of 20,000 images at ~200 img/s, validation, setup
-  bash bench/h200_benchmark.sh fix-safe     # ~16 min, 2-3 commands: profile ~1.2, 10 trials ~12 (one cold compile),
-                                            #   the applied epoch ~2.5
-  bash bench/h200_benchmark.sh fix-unsafe   # ~18 min, 2-3 commands: 12 trials; +2.5 for a defaults run when none
-                                            #   was recorded on this machine (applied/defaults stays within one)
+  bash bench/h200_benchmark.sh fix-safe     # ~17 min, 2-3 commands: profile ~1.2, 12 trials ~13 (baseline, batch 64,
+                                            #   +compile, +workers, deterministic, plan; one cold compile), epoch ~2.5
+  bash bench/h200_benchmark.sh fix-unsafe   # ~21 min, 3 commands: 16 trials (as fix-safe at batch 128, plus bf16 and
+                                            #   the batch-64 fallback); +2.5 for a defaults run when none was
+                                            #   recorded on this machine (applied/defaults stays within one)
   bash bench/h200_benchmark.sh loader       #  ~5 min: 6-8 probes of 20 s plus start-up (cache='ram': + ~30 s)
   bash bench/h200_benchmark.sh sweep        # ~20 min, 3 commands: 14 grid points + the 2 plans (7-9 compiled)
   bash bench/h200_benchmark.sh spread       #  ~2 min: b64-w16 profiled twice
   bash bench/h200_benchmark.sh compile      #  ~6 min: eager ~1, cold ~3, warm ~2 (b64-w16 reduce-overhead)
-About 75 GPU minutes in all, ~3 sessions: (1) defaults fix-safe spread, (2) fix-unsafe loader, (3) sweep compile;
+About 80 GPU minutes in all. Done 2026-12-03: dataset, loader, spread. Left, ~3 sessions: (1) defaults fix-safe
+(+ compile if time remains), (2) fix-unsafe, (3) sweep;
 parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes the
 dataset first. After each command, here: `tar xzf <files_at>/h200-results.tgz` restores bench/results/h200-benchmark/
 (commit it), and `python bench/report_h200.py` shows where things stand.
