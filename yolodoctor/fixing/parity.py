@@ -24,17 +24,7 @@ FLOOR = 0.02  # a relative loss difference under 2% is never called a regression
 def opt_curve(steps: Iterable[dict[str, Any]]) -> list[float]:
     """Mean per-image loss of each optimizer step, from step records (``loss``, ``images``, ``accumulate``, ``n`` or
     ``step``): Ultralytics steps the optimizer at batch ni when ni - last_opt_step >= accumulate (trainer.py)."""
-    out, acc, last = [], [], -1
-    for s in steps:
-        if isinstance(s.get("loss"), (int, float)) and s.get("images"):
-            acc.append(s["loss"] / s["images"])
-        ni = s.get("n", s.get("step", 0))
-        if ni - last >= (s.get("accumulate") or 1):
-            last = ni
-            if acc:
-                out.append(round(sum(acc) / len(acc), 5))
-            acc = []
-    return out
+    return [loss for _, loss in opt_points(steps)]
 
 
 def loss_gap(a: list[float], b: list[float]) -> dict[str, float] | None:
