@@ -27,16 +27,13 @@ def latest_run(base: Path = DEFAULT_BASE) -> Path:
 def user_candidates(words: list[str], settings: dict[str, Any]):
     """--try KEY=VALUE: the user's own candidates, verified like the planner's (safe only if on the allow-list)."""
     from yolodoctor import trainargs
-    from yolodoctor.fixing.planner import ALLOWED, Change, changes_training
+    from yolodoctor.fixing.planner import ALLOWED, Change, mark_training_change
 
     out = []
     for k, v in trainargs.parse_kv(words).items():
         if k not in ALLOWED["args"]:
             raise UsageError(f"--try {k}=...: yolodoctor only tries {', '.join(sorted(ALLOWED['args']))}")
-        c = Change("args", k, settings.get(k), v, "--try (yours)")
-        if changes_training(c, settings.get("nbs")):  # kept only with loss parity, like the planner's
-            c.safety, c.changes_training = "unsafe", True
-        out.append(c)
+        out.append(mark_training_change(Change("args", k, settings.get(k), v, "--try (yours)"), settings.get("nbs")))
     return out
 
 
@@ -60,7 +57,8 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
         p.changes += [c for c in extra if c.key not in {x.key for x in p.changes}]
         why = cuda_graphs_refusal(p, d.facts, d.profile.settings)
         if why:
-            raise UsageError(f"--try compile=reduce-overhead: {why}; try it with batch={d.facts.get('settings.nbs') or 64:.0f}")
+            nbs = d.facts.get("settings.nbs") or 64
+            raise UsageError(f"--try compile=reduce-overhead: {why}; try it with batch={nbs:.0f}")
     if (verify or apply) and d.profile.mode not in ("args", "script"):
         raise UsageError(f"--verify/--apply replay a training; {run_dir} was recorded with yolodoctor.attach() "
                          "(a notebook): profile it with KEY=VALUE arguments or `-- python train.py` first")

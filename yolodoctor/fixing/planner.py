@@ -17,9 +17,10 @@ estimated gain, then checks each change against measured constraints:
             accumulation, the compile change `requires` it and is trialled on top of it.
 
 Unsafe changes (those that change what is trained, or that must be proven by a trial, like cudnn.benchmark) are
-kept only with ``allow_unsafe``; a change that alters the optimisation (``changes_training``: batch above nbs, nbs,
-precision) is marked unsafe here whatever its rule said, and its trial must show loss parity (fixing/parity.py). Gains are upper bounds taken from each rule and do not add up: `fix --verify`
-measures what the plan really does.
+kept only with ``allow_unsafe``; a change that alters the optimisation (``changes_training``: the effective batch,
+nbs, precision) is marked unsafe here whatever its rule said, and its trial must show loss parity
+(fixing/parity.py). Gains are upper bounds taken from each rule and do not add up: `fix --verify` measures what the
+plan really does.
 """
 
 from __future__ import annotations
@@ -130,6 +131,25 @@ def changes_training(c: Change, nbs: float | None) -> bool:
     return False
 
 
+def mark_training_change(c: Change, nbs: float | None) -> Change:
+    """Mark a change that alters the optimisation unsafe, whatever its source said: it then needs --allow-unsafe
+    and a loss-parity trial."""
+    if changes_training(c, nbs):
+        c.safety, c.changes_training = "unsafe", True
+    return c
+
+
+def _nbs(facts: dict[str, Any], settings: dict[str, Any]) -> float:
+    return facts.get("settings.nbs") or settings.get("nbs") or 64
+
+
+def _queue_fits(workers: float, batch: Any, facts: dict[str, Any]) -> bool:
+    """Whether the prefetch queue (workers x PREFETCH_FACTOR batches of imgsz^2 x 3 bytes) fits /dev/shm; True where
+    a figure is missing."""
+    imgsz, shm = facts.get("settings.imgsz"), facts.get("mem.shm_free_min")
+    return not (batch and imgsz and shm and workers * PREFETCH_FACTOR * batch * imgsz * imgsz * 3 > shm)
+
+
 def _current(kind: str, key: str, settings: dict[str, Any], args: dict[str, Any]) -> Any:
     if kind == "args":
         if key in args:
@@ -166,8 +186,7 @@ def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any
         ranked = sorted(proposals[kk], key=lambda c: -(c.seconds_saved_per_epoch or 0))
         pick = None
         for c in ranked:
-            if changes_training(c, facts.get("settings.nbs")):  # whatever the rule said: a loss-parity trial
-                c.safety, c.changes_training = "unsafe", True
+            mark_training_change(c, facts.get("settings.nbs"))  # whatever the rule said: a loss-parity trial
             why = ("not on the allow-list of what yolodoctor may change" if c.key not in ALLOWED[c.kind]
                    else _refuse(c, facts, settings, allow_unsafe, chosen))
             if pick is not None:
@@ -218,8 +237,7 @@ def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -
     cores = facts.get("cpu.usable") or facts.get("cpu.count") or 0
     want = min(math.ceil(1.1 * projected / per_worker), int(cores) - 2)
     batch = next((c.after for c in p.changes if c.kind == "args" and c.key == "batch"), facts.get("run.batch"))
-    imgsz, shm = facts.get("settings.imgsz"), facts.get("mem.shm_free_min")
-    while want > now and batch and imgsz and shm and want * PREFETCH_FACTOR * batch * imgsz * imgsz * 3 > shm:
+    while want > now and not _queue_fits(want, batch, facts):
         want -= 1
     if want <= now:
         p.dropped.append({"key": "workers", "reason": f"loader capacity: the plan projects {projected:.0f} images/s, "
@@ -247,7 +265,7 @@ def cuda_graphs_refusal(p: Plan, facts: dict[str, Any], settings: dict[str, Any]
     """Why the plan's compile='reduce-overhead' would crash (gradient accumulation at the planned batch), or None."""
     if not any(c.kind == "args" and c.key == "compile" and c.after == "reduce-overhead" for c in p.changes):
         return None
-    nbs = facts.get("settings.nbs") or settings.get("nbs") or 64
+    nbs = _nbs(facts, settings)
     planned = next((c.after for c in p.changes if c.kind == "args" and c.key == "batch"), None)
     if not isinstance(planned, (int, float)) or planned < 1:
         planned = facts.get("run.batch") or settings.get("batch")
@@ -274,7 +292,7 @@ def _cuda_graphs_without_accumulation(p: Plan, facts: dict[str, Any], settings: 
         ro.after = True
         ro.note = f"compile='reduce-overhead' becomes compile=True: {why}"
         return
-    nbs = facts.get("settings.nbs") or settings.get("nbs") or 64
+    nbs = _nbs(facts, settings)
     now = facts.get("run.batch") or _current("args", "batch", settings, args)
     if any(c.kind == "args" and c.key == "batch" for c in p.changes) and isinstance(now, (int, float)) \
             and now >= 1 and accumulate(nbs, now) > 1:
@@ -293,8 +311,7 @@ def _refuse(c: Change, facts: dict[str, Any], settings: dict[str, Any], allow_un
             return f"{c.after} workers exceed the {cores:.0f} cores minus one"
         batch = (proposals.get(("args", "batch")).after if ("args", "batch") in proposals
                  else facts.get("run.batch"))
-        imgsz, shm = facts.get("settings.imgsz"), facts.get("mem.shm_free_min")
-        if batch and imgsz and shm and c.after * PREFETCH_FACTOR * batch * imgsz * imgsz * 3 > shm:
+        if not _queue_fits(c.after, batch, facts):
             return "the prefetch queue would not fit /dev/shm"
     if c.kind == "args" and c.key == "batch":
         nbs = facts.get("settings.nbs") or 64

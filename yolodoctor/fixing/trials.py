@@ -139,8 +139,9 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             continue
         failed = [r for r in rs if r.status != "complete"]
         mism = sorted({m for r in rs for m in r.mismatch})
+        alters = any(x.changes_training for x in c.changes)  # an unsafe change: faster is not enough (DESIGN.md 3)
         par = None
-        if any(x.changes_training for x in c.changes):  # an unsafe change: faster is not enough (DESIGN.md 3)
+        if alters:
             par = parity([r.loss_curve or [] for r in by["baseline"] if r.status == "complete"],
                          [r.loss_curve or [] for r in rs if r.status == "complete"])
         if failed:
@@ -157,7 +158,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
         elif gain > threshold and len(ref_vals) >= 2 and min(ok) <= max(ref_vals):
             why, keep = (f"{gain:+.1%} median, but its slowest repeat ({min(ok):.1f}) does not beat the fastest of "
                          f"{c.against} ({max(ref_vals):.1f})"), False
-        elif gain > threshold and any(x.changes_training for x in c.changes) and par is None:
+        elif gain > threshold and alters and par is None:
             why, keep = (f"{gain:+.1%}, but it changes training and its loss could not be compared with the "
                          "baseline's (too few optimizer steps after the same images)"), False
         elif gain > threshold and par is not None and not par["within"]:
@@ -218,10 +219,11 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
 
 def _loss_curve(run: Path) -> list[tuple[int, float]] | None:
     from yolodoctor.profiling.events import read_events
+    from yolodoctor.profiling.summary import steps_of
 
     try:
-        steps = sorted((e for e in read_events(run / "events.jsonl") if e.get("type") == "step"
-                        and e.get("train_index", 0) == 0), key=lambda e: e["step"])
+        steps = sorted((e for e in steps_of(read_events(run / "events.jsonl")) if e.get("train_index", 0) == 0),
+                       key=lambda e: e["step"])
     except (OSError, ValueError, KeyError):
         return None
     return opt_points(steps) or None
