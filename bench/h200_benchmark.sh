@@ -2,14 +2,23 @@
 # Issue 6 on the H200, in slices (bench/h200_benchmark.py's docstring lists the parts, the commands and their GPU
 # minutes). From the repo root, with the wheels installed first (bench/gpu_fixtures.sh's header):
 #   bash bench/h200_benchmark.sh PART... [OPTIONS]    BUDGET=540 by default: no unit starts that would end after it
-# Results go to $RESULTS (bench/results/h200-benchmark/: one small JSON per part, read on resume); where the device
-# tool's $OUT is set they are packed into $OUT/h200-results.tgz, and the logs into $OUT/h200-logs.tgz. Back here:
+# Results: one small JSON per part in bench/results/h200-benchmark/ (committed; read on resume). Where the device
+# tool's $OUT is set, the runner works on a copy in bench/out/h200-results/ instead: each device call copies the
+# working tree afresh (the committed results included) while git-ignored bench/out/ stays on a warm machine, so a
+# second call on the same machine resumes from what the first one recorded even before it is unpacked here. The
+# copy is seeded from the committed results on a fresh machine and packed back under the committed path into
+# $OUT/h200-results.tgz (logs: $OUT/h200-logs.tgz). Back here:
 #   tar xzf <files_at>/h200-results.tgz          (restores bench/results/h200-benchmark/; commit it)
 # Exit 3 (or 124/143, stopped at HARD_LIMIT=570 s): not finished - run the same command again; while `fix` runs
 # detached, within 30 s so that the machine stays.
 set -uo pipefail
 export YOLO_OFFLINE=1 PYTHONUNBUFFERED=1
-RESULTS=${RESULTS:-bench/results/h200-benchmark}
+COMMITTED=bench/results/h200-benchmark
+if [ -n "${OUT:-}" ] && [ -z "${RESULTS:-}" ]; then
+  RESULTS=bench/out/h200-results
+  [ -d "$RESULTS" ] || { mkdir -p "$RESULTS" && cp -r "$COMMITTED"/. "$RESULTS"/ 2>/dev/null; }
+fi
+RESULTS=${RESULTS:-$COMMITTED}
 WORK=${WORK:-bench/out/h200}
 mkdir -p "$WORK"
 # timeout: a unit that overruns its estimate is stopped (and redone next time) before the device's 10-minute limit,
@@ -18,7 +27,7 @@ timeout -s TERM "${HARD_LIMIT:-570}" python3 bench/h200_benchmark.py run "$@" --
   --results "$RESULTS" --work "$WORK" 2>&1 | tee -a "$WORK/runner.log"
 rc=${PIPESTATUS[0]}
 if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then
-  tar czf "$OUT/h200-results.tgz" "$RESULTS"
+  tar czf "$OUT/h200-results.tgz" --transform "s|^${RESULTS%/}|$COMMITTED|" "${RESULTS%/}"
   find "$WORK" -name '*.log' -size -4M -not -path '*/ul/*' | tar czf "$OUT/h200-logs.tgz" -T -
   ls -l "$OUT"
 fi
