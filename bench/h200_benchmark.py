@@ -26,7 +26,8 @@ Bookkeeping: results are small JSON files, one per part, in --results (default b
 committed, so that a later session and a fresh machine skip what was finished); run directories, logs and the dataset
 live in --work (default bench/out/h200/, git-ignored). A record carries the machine (host, GPU, boot id = lease), its
 wall time and its digest (steady images/s, epochs, setup and first-step excess, per-optimizer-step loss for whole runs,
-a few diagnosis facts). `run` starts a unit only when the time it took before (or an estimate) fits in what is left
+a few diagnosis facts) and a host probe before and after it (common.host_probe: a Python loop, a JPEG decode, a memory
+copy - the host's own speed, to tell a machine that slowed from a run that did). `run` starts a unit only when the time it took before (or an estimate) fits in what is left
 of --budget-s, so a device command (10 minutes at most) ends cleanly; exit 3 means "call again". A unit cut off
 mid-way is redone from its start. Results of another scale are refused (the scale is stored with them).
 
@@ -94,7 +95,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, machine as describe_machine, today  # noqa: E402
+from common import ROOT, host_probe, machine as describe_machine, today  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from yolodoctor.fixing.parity import opt_curve  # noqa: E402  (also what fix --verify's loss parity uses)
@@ -624,6 +625,7 @@ def run_parts(r: Runner, parts: list[str], budget_s: float) -> int:
                 pending.append(label)
                 continue
             print(f"  {label}: running ({r.left():.0f} s left, ~{r.est(u.kind):.0f} s)", file=sys.stderr)
+            before = probe()
             t = time.monotonic()
             try:
                 rec = u.fn()
@@ -632,7 +634,8 @@ def run_parts(r: Runner, parts: list[str], budget_s: float) -> int:
                 pending.append(label)
                 continue
             rec.update(kind=u.kind, machine=r.machine, finished=today(),
-                       wall_s=round(rec.get("wall_s") or time.monotonic() - t, 1))
+                       wall_s=round(rec.get("wall_s") or time.monotonic() - t, 1),
+                       host_probe={"before": before, "after": probe()})
             r.record(part, u.name, rec)
             ips = rec.get("steady_ips") or rec.get("images_per_s")
             print(f"  {label}: {rec.get('status', 'done')} in {rec['wall_s']:.0f} s"
@@ -644,6 +647,14 @@ def run_parts(r: Runner, parts: list[str], budget_s: float) -> int:
         return CALL_AGAIN
     print("h200-benchmark: all requested parts are recorded", file=sys.stderr)
     return 0
+
+
+def probe() -> dict[str, float] | None:
+    """common.host_probe, or None where it cannot run (the record is still made)."""
+    try:
+        return host_probe()
+    except Exception as e:  # noqa: BLE001 - a probe must not stop a benchmark
+        return {"error": f"{type(e).__name__}: {e}"[:120]}
 
 
 def cmd_fix_driver(a) -> int:

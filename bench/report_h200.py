@@ -169,8 +169,35 @@ def spread_why(res: dict) -> list[str]:
                    f"training thread {fmt(fa.get('cpu.train_thread_pct'), '.0f')}% of a core, loader workers "
                    f"{fmt(fa.get('cpu.train_workers_pct'), '.0f')}%, CPU saturated "
                    f"{fmt(fa.get('cpu.saturated_share'), '.0%')} of the time, NVML GPU util "
-                   f"{fmt(fa.get('gpu.util_mean'), '.0f')}%, throttled {fmt(fa.get('gpu.throttled_share'), '.0%')}")
+                   f"{fmt(fa.get('gpu.util_mean'), '.0f')}%, throttled {fmt(fa.get('gpu.throttled_share'), '.0%')}"
+                   + host_words(r))
+    a, b = (host_speed(units(res, "spread").get(f"spread-{i}")) for i in (1, 2))
+    r1, r2 = (units(res, "spread").get(f"spread-{i}") or {} for i in (1, 2))
+    if a and b and r1.get("steady_ips") and r2.get("steady_ips"):
+        out.append(f"run 2 / run 1: training rate x{r2['steady_ips'] / r1['steady_ips']:.2f}; the host probe's speed "
+                   + ", ".join(f"{k} x{a[k] / b[k]:.2f}" for k in ("Python", "JPEG decode") if a.get(k) and b.get(k))
+                   + " (a host probe that moved with the rate points at the machine, not at the run)")
     return out
+
+
+def host_speed(rec: dict | None) -> dict[str, float] | None:
+    """The host probe's mean time over a unit (before and after), by workload; None where it was not taken."""
+    hp = (rec or {}).get("host_probe") or {}
+    pts = [p for p in (hp.get("before"), hp.get("after")) if p and "error" not in p]
+    if not pts:
+        return None
+    return {name: statistics.mean(p[key] for p in pts) for name, key in (("Python", "python_ms"),
+                                                                          ("JPEG decode", "jpeg_decode_ms"))}
+
+
+def host_words(rec: dict) -> str:
+    hp = rec.get("host_probe") or {}
+    b, a = hp.get("before") or {}, hp.get("after") or {}
+    if not b.get("python_ms") or not a.get("python_ms"):
+        return ""
+    return (f", host probe before/after: Python loop {b['python_ms']:.1f}/{a['python_ms']:.1f} ms, JPEG decode "
+            f"{b['jpeg_decode_ms']:.2f}/{a['jpeg_decode_ms']:.2f} ms, memcpy {b['memcpy_gbps']:.1f}/"
+            f"{a['memcpy_gbps']:.1f} GB/s")
 
 
 def missing(res: dict) -> list[str]:

@@ -121,6 +121,8 @@ def test_budget_stops_cleanly_and_a_rerun_resumes(tmp_path, fake):
     doc = json.loads((tmp_path / "r" / "sweep.json").read_text())
     assert list(doc["units"]) == ["u1", "u2"] and doc["scale"] == asdict(hb.TINY)
     assert doc["units"]["u1"]["machine"]["lease"] == "L1" and doc["units"]["u1"]["kind"] == "bounded"
+    probe = doc["units"]["u1"]["host_probe"]  # the host's speed around the unit
+    assert probe["before"]["python_ms"] > 0 and probe["after"]["jpeg_decode_ms"] > 0
     assert hb.cmd_run(namespace(tmp_path, budget=100)) == 0
     assert fake.calls == ["u1", "u2", "u3", "u4"]  # finished units are not run again
     assert hb.cmd_run(namespace(tmp_path, budget=100, redo=["sweep/u2"])) == 0
@@ -276,5 +278,12 @@ def test_a_missed_spread_says_where_the_step_time_went():
     text = rep.body(res)
     assert "Why the spread goal was missed" in text
     assert "median step 92 ms (GPU time by CUDA events 88 ms)" in text and "NVML GPU util 31%" in text
+    assert "host probe" not in text  # runs recorded before the probe existed: nothing made up
+    for i, py in ((1, 10.0), (2, 12.0)):  # the host's Python loop got 20% slower with the run
+        p = {"python_ms": py, "jpeg_decode_ms": 3.0, "memcpy_gbps": 7.0}
+        res["spread"]["units"][f"spread-{i}"]["host_probe"] = {"before": p, "after": p}
+    text = rep.body(res)
+    assert "host probe before/after: Python loop 12.0/12.0 ms" in text
+    assert "training rate x0.84; the host probe's speed Python x0.83, JPEG decode x1.00" in text
     res["spread"]["units"]["spread-2"]["steady_ips"] = 650.0  # within 5%: no explanation
     assert "Why the spread goal" not in rep.body(res)
