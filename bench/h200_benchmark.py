@@ -89,6 +89,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -99,6 +100,8 @@ from common import ROOT, host_probe, machine as describe_machine, today  # noqa:
 
 sys.path.insert(0, str(ROOT))
 from yolodoctor.fixing.parity import opt_curve  # noqa: E402  (also what fix --verify's loss parity uses)
+
+import pyspy_probe  # noqa: E402
 
 PARTS = ["dataset", "defaults", "fix-safe", "fix-unsafe", "loader", "sweep", "spread", "compile"]
 RESULTS = ROOT / "bench" / "results" / "h200-benchmark"
@@ -327,6 +330,7 @@ class Runner:
         self.redo, self.tries, self.names = set(a.redo or []), a.fix_try or [], a.grid
         self.restart = set(self.redo)  # a fix named here is started again; one added later is only collected
         self.spread_config, self.compile_config = a.spread_config, a.compile_config
+        self.pyspy_s = getattr(a, "py_spy", 0) or 0
         self.machine = machine()
         self.detached: subprocess.Popen | None = None  # the fix driver this runner started
         self.data = self.work / f"ds{self.scale.images}" / "data.yaml"
@@ -400,7 +404,42 @@ class Runner:
 
     def bounded(self, run: Path, args: dict, curve: bool = False, env: dict | None = None) -> dict:
         steps = ["--steps", str(self.scale.steps)] if self.scale.steps else []
-        return self.profile(run, args, *steps, "--no-trace", "--loader-seconds", "0", curve=curve, env=env)
+        shutil.rmtree(run, ignore_errors=True)  # no events of an earlier run for the py-spy watcher to read
+        spy = self.py_spy(run, args)
+        rec = self.profile(run, args, *steps, "--no-trace", "--loader-seconds", "0", curve=curve, env=env)
+        if spy is not None:
+            spy.stop.set()  # type: ignore[attr-defined]
+            spy.join(timeout=self.pyspy_s + 30)
+            rec["pyspy"] = spy.result  # type: ignore[attr-defined]
+        return rec
+
+    def py_spy(self, run: Path, args: dict) -> threading.Thread | None:
+        """With --py-spy S: once the run is 10 steps into its steady window, sample its training process for S
+        seconds (bench/pyspy_probe.py): where the training thread's wall time goes, on a CPU, holding the GIL."""
+        if not self.pyspy_s or pyspy_probe.binary() is None:
+            return None
+        after = SETTLE + int(args.get("workers", 8)) * PREFETCH + 10
+
+        def watch() -> None:
+            t.result = {"error": "the run ended before its steady window"}
+            while not t.stop.is_set():
+                try:
+                    n = (run / "events.jsonl").read_text(errors="replace").count('"type": "step"')
+                except OSError:
+                    n = 0
+                pid = pyspy_probe.find_process(f"yolodoctor.profiling.child {run.name}") if n >= after else None
+                if pid:
+                    prefix = run.parent / f"{run.name}.pyspy"
+                    for p in pyspy_probe.start(pid, self.pyspy_s, prefix):
+                        p.wait()
+                    t.result = pyspy_probe.summarise({k: Path(f"{prefix}.{k}.txt") for k in pyspy_probe.KINDS}, pid)
+                    return
+                time.sleep(0.5)
+
+        t = threading.Thread(target=watch, daemon=True)
+        t.result, t.stop = None, threading.Event()  # type: ignore[attr-defined]
+        t.start()
+        return t
 
     # -- parts
     def units(self, part: str) -> list[Unit]:
@@ -728,6 +767,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--fix-try", action="append", metavar="KEY=VALUE", help="pass --try to fix (tiny runs)")
     r.add_argument("--spread-config", default="b64-w16", choices=[c.name for c in GRID])
     r.add_argument("--compile-config", default="b64-w16-ro", choices=[c.name for c in GRID if c.compile])
+    r.add_argument("--py-spy", type=float, default=0, metavar="SECONDS", help="sample each bounded run's training "
+                   "process with py-spy for SECONDS in its steady window (bench/pyspy_probe.py; py-spy on PATH)")
     g = sub.add_parser("grid", help="print the sweep grid")
     g.add_argument("--tiny", action="store_true")
     f = sub.add_parser("_fix")  # internal: the detached fix driver

@@ -28,7 +28,7 @@ timeout -s TERM "${HARD_LIMIT:-570}" python3 bench/h200_benchmark.py run "$@" --
 rc=${PIPESTATUS[0]}
 if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then
   tar czf "$OUT/h200-results.tgz" --transform "s|^${RESULTS%/}|$COMMITTED|" "${RESULTS%/}"
-  find "$WORK" -name '*.log' -size -4M -not -path '*/ul/*' | tar czf "$OUT/h200-logs.tgz" -T -
+  find "$WORK" \( -name '*.log' -o -name '*.pyspy.*.txt' \) -size -4M -not -path '*/ul/*' | tar czf "$OUT/h200-logs.tgz" -T -
   ls -l "$OUT"
 fi
 python3 bench/report_h200.py --results "$RESULTS" | sed -n '/^| figure/,/^$/p'

@@ -171,6 +171,8 @@ def spread_why(res: dict) -> list[str]:
                    f"{fmt(fa.get('cpu.saturated_share'), '.0%')} of the time, NVML GPU util "
                    f"{fmt(fa.get('gpu.util_mean'), '.0f')}%, throttled {fmt(fa.get('gpu.throttled_share'), '.0%')}"
                    + host_words(r))
+        if pyspy_words(r):
+            out.append(f"run {i}, " + pyspy_words(r))
     a, b = (host_speed(units(res, "spread").get(f"spread-{i}")) for i in (1, 2))
     r1, r2 = (units(res, "spread").get(f"spread-{i}") or {} for i in (1, 2))
     if a and b and r1.get("steady_ips") and r2.get("steady_ips"):
@@ -178,6 +180,19 @@ def spread_why(res: dict) -> list[str]:
                    + ", ".join(f"{k} x{a[k] / b[k]:.2f}" for k in ("Python", "JPEG decode") if a.get(k) and b.get(k))
                    + " (a host probe that moved with the rate points at the machine, not at the run)")
     return out
+
+
+def pyspy_words(rec: dict, top: int = 4) -> str:
+    """bench/pyspy_probe.py's summary of a run's training thread, in a sentence ('' where it was not sampled)."""
+    ps = rec.get("pyspy") or {}
+    if not ps.get("samples"):
+        return ""
+    where = "; ".join(f"{x['where']} {x['share']:.0%} (on a CPU {min(x['on_cpu'], 1):.0%}, GIL {min(x['gil'], 1):.0%})"
+                      for x in ps["leaves"][:top])
+    others = ", ".join(f"{o['thread']} GIL {o['gil']:.0%}" for o in ps.get("other_threads", [])[:3] if o.get("gil"))
+    return (f"py-spy on the training thread ({ps['samples']} samples): on a CPU {fmt(ps.get('on_cpu'), '.0%')} and "
+            f"holding the GIL {fmt(ps.get('gil'), '.0%')} of its wall time; where: {where}"
+            + (f"; other threads holding the GIL: {others}" if others else ""))
 
 
 def host_speed(rec: dict | None) -> dict[str, float] | None:

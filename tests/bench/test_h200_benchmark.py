@@ -285,5 +285,13 @@ def test_a_missed_spread_says_where_the_step_time_went():
     text = rep.body(res)
     assert "host probe before/after: Python loop 12.0/12.0 ms" in text
     assert "training rate x0.84; the host probe's speed Python x0.83, JPEG decode x1.00" in text
+    res["spread"]["units"]["spread-2"]["pyspy"] = {
+        "samples": 1000, "on_cpu": 0.5, "gil": 0.45,
+        "leaves": [{"where": "Tensor.item (torch/_tensor.py:9)", "share": 0.3, "on_cpu": 1.02, "gil": 0.0}],
+        "other_threads": [{"thread": "pin", "on_cpu": 0.4, "gil": 0.35, "top": "x"}]}
+    text = rep.body(res)
+    assert ("run 2, py-spy on the training thread (1000 samples): on a CPU 50% and holding the GIL 45% of its wall "
+            "time; where: Tensor.item (torch/_tensor.py:9) 30% (on a CPU 100%, GIL 0%); other threads holding the "
+            "GIL: pin GIL 35%") in text
     res["spread"]["units"]["spread-2"]["steady_ips"] = 650.0  # within 5%: no explanation
     assert "Why the spread goal" not in rep.body(res)
