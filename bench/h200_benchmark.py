@@ -72,11 +72,15 @@ bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm
   bash bench/h200_benchmark.sh sweep        # ~20 min, 3 commands: 14 grid points + the 2 plans (7-9 compiled)
   bash bench/h200_benchmark.sh spread       #  ~2 min: b64-w16 profiled twice
   bash bench/h200_benchmark.sh compile      #  ~6 min: eager ~1, cold ~3, warm ~2 (b64-w16 reduce-overhead)
-About 80 GPU minutes in all. Done 2026-12-03: dataset, loader, spread. Left, ~3 sessions: (1) defaults fix-safe
-(+ compile if time remains), (2) fix-unsafe, (3) sweep;
-parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes the
-dataset first. After each command, here: `tar xzf <files_at>/h200-results.tgz` restores bench/results/h200-benchmark/
-(commit it), and `python bench/report_h200.py` shows where things stand.
+About 80 GPU minutes in all. Done 2026-12-03: dataset, loader, spread (twice: leases 4f4f4347 and 276019de, the
+second with the host probe and --py-spy 8), sweep 9 of 14 points. Left, ~3 sessions of ~20 usable minutes (a machine
+took ~9 minutes to start on 2026-12-03): (1) defaults fix-safe, (2) fix-unsafe, (3) the rest of the sweep, its plan
+points and the grid's best again on the plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/BEST`), then
+compile. Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
+the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
+bench/results/h200-benchmark/ (commit it), and `python bench/report_h200.py` shows where things stand.
+py-spy (--py-spy): carry its wheel and put /tmp/site/bin on PATH; room in the 64 MiB carry comes from leaving out
+textual's and mdit-py-plugins' wheels (the monitor's); prompt_toolkit and wcwidth stay (the CEL package imports them).
 """
 
 from __future__ import annotations

@@ -248,7 +248,7 @@ def machines(res: dict) -> str:
 
 def sweep_table(res: dict) -> list[str]:
     rows = ["| config | arguments | steady img/s | profile's img/s | window | data wait | GPU util | compile active | "
-            "precision | cache | setup s | lease |", "|" + "---|" * 12]
+            "precision | cache | setup s | host probe ms | lease |", "|" + "---|" * 13]
     recs = sorted(units(res, "sweep").values(), key=lambda r: -(r.get("steady_ips") or 0))
     for r in recs:
         st, fa = r.get("settings") or {}, r.get("facts") or {}
@@ -256,9 +256,25 @@ def sweep_table(res: dict) -> list[str]:
                     f"{fmt(r.get('summary_ips'))} | {'ok' if r.get('window_valid') else 'short'} | "
                     f"{fmt(r.get('wait_share'), '.0%')} | {fmt(fa.get('gpu.util_mean'), '.0f')} | "
                     f"{st.get('compile_active')} | {st.get('precision')} | {st.get('cache')} | "
-                    f"{fmt(r.get('setup_s'))} | {lease(r)} |" + ("" if r.get("status") == "complete"
+                    f"{fmt(r.get('setup_s'))} | {probe_cell(r)} | {lease(r)} |" + ("" if r.get("status") == "complete"
                                                                  else f" {r.get('status')}: {r.get('reason')} |"))
-    return rows if recs else ["(no sweep results)"]
+    if not recs:
+        return ["(no sweep results)"]
+    ms = [p["python_ms"] for r in recs for p in ((r.get("host_probe") or {}).get(k) for k in ("before", "after"))
+          if p and p.get("python_ms")]
+    if ms:
+        rows += ["", f"Host probe: the time of a fixed single-thread Python loop just before / after each run "
+                 f"(common.host_probe), {min(ms):.0f} to {max(ms):.0f} ms over these runs. A host-bound configuration "
+                 "(launch-bound: the GPU waits for the host's kernel launches, finding LA201) runs at the host's "
+                 "speed, so compare two rows only where their probes agree, or through interleaved repeats "
+                 "(`fix --verify`)."]
+    return rows
+
+
+def probe_cell(rec: dict) -> str:
+    hp = rec.get("host_probe") or {}
+    b, a = (hp.get(k) or {} for k in ("before", "after"))
+    return f"{b['python_ms']:.0f}/{a['python_ms']:.0f}" if b.get("python_ms") and a.get("python_ms") else "-"
 
 
 def loader_table(res: dict) -> list[str]:

@@ -278,7 +278,7 @@ def test_a_missed_spread_says_where_the_step_time_went():
     text = rep.body(res)
     assert "Why the spread goal was missed" in text
     assert "median step 92 ms (GPU time by CUDA events 88 ms)" in text and "NVML GPU util 31%" in text
-    assert "host probe" not in text  # runs recorded before the probe existed: nothing made up
+    assert "host probe before" not in text  # runs recorded before the probe existed: nothing made up
     for i, py in ((1, 10.0), (2, 12.0)):  # the host's Python loop got 20% slower with the run
         p = {"python_ms": py, "jpeg_decode_ms": 3.0, "memcpy_gbps": 7.0}
         res["spread"]["units"][f"spread-{i}"]["host_probe"] = {"before": p, "after": p}
@@ -295,3 +295,14 @@ def test_a_missed_spread_says_where_the_step_time_went():
             "GIL: pin GIL 35%") in text
     res["spread"]["units"]["spread-2"]["steady_ips"] = 650.0  # within 5%: no explanation
     assert "Why the spread goal" not in rep.body(res)
+
+
+def test_sweep_rows_carry_the_host_probe_and_its_range():
+    res = results()
+    assert "Host probe:" not in "\n".join(rep.sweep_table(res))  # no probe recorded: no sentence about one
+    p = lambda ms: {"python_ms": ms, "jpeg_decode_ms": 5.0, "memcpy_gbps": 6.0}  # noqa: E731
+    res["sweep"]["units"]["b16-w8"]["host_probe"] = {"before": p(14.2), "after": p(26.5)}
+    rows = rep.sweep_table(res)
+    assert any(r.startswith("| b16-w8 |") and "| 14/26 | A |" in r for r in rows)
+    assert any(r.startswith("| b128-w16-ro |") and "| - | A |" in r for r in rows)
+    assert "14 to 26 ms over these runs" in rows[-1]
