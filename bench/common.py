@@ -47,28 +47,9 @@ def today() -> str:
     return _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
 
 
-def host_probe(reps: int = 5) -> dict[str, float]:
-    """The host's speed now, in ~1 s: a fixed single-thread Python loop (what a host-bound training thread does),
-    a JPEG decode with OpenCV (what a loader worker does) and a 64 MiB memory copy. Taken before and after a
-    benchmark unit, it tells a machine that got slower (a neighbour, the clock) from a run that did."""
-    import time
+def host_probe(reps: int = 5) -> dict[str, float | None]:
+    """The host's speed now (yolodoctor.profiling.hostprobe: a Python loop, a JPEG decode, a memory copy). Taken before
+    and after a benchmark unit, it tells a machine that got slower (a neighbour, the clock) from a run that did."""
+    from yolodoctor.profiling.hostprobe import measure
 
-    import cv2
-    import numpy as np
-
-    def best_ms(fn) -> float:
-        ts = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            ts.append(1000 * (time.perf_counter() - t))
-        return statistics.median(ts)
-
-    rng = np.random.default_rng(0)
-    jpeg = cv2.imencode(".jpg", rng.integers(0, 255, (480, 640, 3), dtype=np.uint8))[1]
-    src = np.ones(64 << 20, dtype=np.uint8)
-    dst = np.empty_like(src)
-    return {"python_ms": round(best_ms(lambda: sum(i * i for i in range(300_000))), 2),
-            "jpeg_decode_ms": round(best_ms(lambda: [cv2.imdecode(jpeg, cv2.IMREAD_COLOR) for _ in range(10)]) / 10,
-                                    3),
-            "memcpy_gbps": round((64 << 20) / 1e6 / best_ms(lambda: np.copyto(dst, src)), 2)}
+    return measure(reps)

@@ -181,3 +181,36 @@ def test_the_safe_fallback_is_kept_when_the_unsafe_change_fails_its_loss_parity(
     rs2 = [r for r in rs if r.candidate != "batch=128"] + [
         TrialRun("batch=128", i, "/r", "complete", None, v, True, [], curve(2.0)) for i, v in enumerate([300, 301])]
     assert [(c.key, c.after) for c in judge(rs2, cands)[2]] == [("batch", 128)]
+
+
+def test_the_host_probe_times_each_trial_and_its_drift_is_reported():
+    from rich.console import Console
+
+    from yolodoctor.commands.fix import _print_trials
+    from yolodoctor.fixing.trials import TrialReport
+
+    cands = candidates(plan_of(("batch", 64)))
+    rs = runs("baseline", [100, 104]) + runs("batch=64", [200, 204])
+    for r, ms in zip(rs, (14.0, 15.0, 27.0, 16.0)):
+        r.host_ms = ms
+    verdicts, spread, kept = judge(rs, cands)
+    t = TrialReport(rs, verdicts, spread, kept)
+    assert t.host_spread == (27.0 - 14.0) / 15.5 and t.to_dict()["host_spread"] == t.host_spread
+    assert t.to_dict()["runs"][2]["host_ms"] == 27.0
+    con = Console(record=True, width=200)
+    _print_trials(con, t)
+    text = con.export_text()
+    assert "The machine's own speed moved 84% across the trials" in text and "14 to 27 ms" in text
+    for r in rs:  # a steady machine: nothing to say
+        r.host_ms = 15.0
+    con = Console(record=True, width=200)
+    _print_trials(con, TrialReport(rs, verdicts, spread, kept))
+    assert "own speed" not in con.export_text()
+
+
+def test_the_host_probe_measures_something():
+    from yolodoctor.profiling import hostprobe
+
+    m = hostprobe.measure(reps=1)
+    assert m["python_ms"] > 0 and m["memcpy_gbps"] > 0 and m["jpeg_decode_ms"] > 0
+    assert hostprobe.spread([10.0]) is None and hostprobe.spread([10.0, 12.0, 11.0]) == 2 / 11

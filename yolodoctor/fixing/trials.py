@@ -6,7 +6,8 @@ loader's prefetch queue. The baseline, each change alone and the whole plan run 
 then P ... c2 c1 B), so drift of the machine hits them alike. A change is kept when its median images/s beats the baseline's by more
 than NOISE_FACTOR times the larger of the two configurations' own spreads (and at least MIN_GAIN), its slowest
 repeat beats the baseline's fastest (ranges do not overlap), every one of its trials completed, and what ran is what was asked (no batch halved after OOM, no
-compile fallen back to eager).
+compile fallen back to eager). Before each trial the host's own speed is timed (profiling/hostprobe: a fixed Python
+loop); `host_spread` says how much the machine itself moved across the trials, which a shared machine does.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Callable
 
 from yolodoctor.fixing.parity import opt_points, parity
 from yolodoctor.fixing.planner import Change, ChangeSet, Plan
+from yolodoctor.profiling import hostprobe
 
 MIN_GAIN = 0.03
 NOISE_FACTOR = 2.0  # with two or three repeats a spread is a rough estimate: demand a clear margin over it
@@ -41,6 +43,7 @@ class TrialRun:
     window_valid: bool | None
     mismatch: list[str] = field(default_factory=list)
     loss_curve: list[tuple[int, float]] | None = None  # (images seen, per-image loss) per optimizer step
+    host_ms: float | None = None  # the host probe's Python loop, timed just before the trial (profiling/hostprobe)
 
 
 @dataclass
@@ -61,10 +64,16 @@ class TrialReport:
     baseline_spread: float | None
     kept: list[Change]
 
+    @property
+    def host_spread(self) -> float | None:
+        """How much the host's own speed moved across the trials ((max - min) / median of the probe's loop)."""
+        return hostprobe.spread([r.host_ms for r in self.runs if r.host_ms])
+
     def to_dict(self) -> dict[str, Any]:
         return {"runs": [{k: v for k, v in asdict(r).items() if k != "loss_curve"} for r in self.runs],
                 "verdicts": [asdict(v) for v in self.verdicts],
-                "baseline_spread": self.baseline_spread, "kept": [c.to_dict() for c in self.kept]}
+                "baseline_spread": self.baseline_spread, "host_spread": self.host_spread,
+                "kept": [c.to_dict() for c in self.kept]}
 
 
 def candidates(plan: Plan) -> list[Candidate]:
@@ -203,6 +212,7 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
         # such as the page cache a previous trial warmed) falls on every candidate alike
         for c in (cands if rep % 2 == 0 else cands[::-1]):
             log(f"trial {rep + 1}/{reps}: {c.name}")
+            host = hostprobe.python_ms()
             run, prof = run_profile(None if command else dict(base_args), command=command, overrides=c.args,
                                     steps=steps, out=out_dir / f"{_slug(c.name)}-{rep + 1}", trace=False,
                                     loader_seconds=0, env_extra={**(base_env or {}), **c.env},
@@ -212,7 +222,7 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
             s = prof.summary or {}
             runs.append(TrialRun(c.name, rep, str(run), prof.status, prof.reason, s.get("images_per_s"),
                                  (s.get("window") or {}).get("valid"), mismatches(c.args, prof.settings or {}),
-                                 _loss_curve(run)))
+                                 _loss_curve(run), host))
     verdicts, spread, kept = judge(runs, cands)
     return TrialReport(runs, verdicts, spread, kept)
 

@@ -1,0 +1,56 @@
+"""The host's own speed right now, in about half a second: a fixed single-thread Python loop (what a host-bound,
+launch-bound training thread does), a JPEG decode with OpenCV (what a loader worker does) and a 64 MiB memory copy.
+
+On a shared machine the host's speed moves: on the H200 VMs of BENCHMARKS.md (issue-6 notes) the loop took 14-18 ms
+or 23-30 ms with the machine idle, switching within a minute, and a launch-bound configuration's rate moved with it.
+`fix --verify` times the loop before each trial, so that a verdict on a small gain can be read against the machine's
+own drift; the benchmarks time it around each run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+LOOP_N = 300_000
+
+
+def _median_ms(fn: Callable[[], Any], reps: int) -> float:
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(1000 * (time.perf_counter() - t))
+    return statistics.median(ts)
+
+
+def python_ms(reps: int = 5) -> float:
+    """Median time of a fixed pure-Python loop, ms (single thread, holds the GIL)."""
+    return round(_median_ms(lambda: sum(i * i for i in range(LOOP_N)), reps), 2)
+
+
+def measure(reps: int = 5) -> dict[str, float | None]:
+    """python_ms, jpeg_decode_ms (None without OpenCV) and memcpy_gbps (None without numpy)."""
+    out: dict[str, float | None] = {"python_ms": python_ms(reps), "jpeg_decode_ms": None, "memcpy_gbps": None}
+    try:
+        import numpy as np
+    except ImportError:
+        return out
+    src = np.ones(64 << 20, dtype=np.uint8)
+    dst = np.empty_like(src)
+    out["memcpy_gbps"] = round((64 << 20) / 1e6 / _median_ms(lambda: np.copyto(dst, src), reps), 2)
+    try:
+        import cv2
+    except ImportError:
+        return out
+    jpeg = cv2.imencode(".jpg", np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8))[1]
+    out["jpeg_decode_ms"] = round(_median_ms(lambda: [cv2.imdecode(jpeg, cv2.IMREAD_COLOR) for _ in range(10)],
+                                             reps) / 10, 3)
+    return out
+
+
+def spread(values: list[float]) -> float | None:
+    """(max - min) / median of the loop times, None with fewer than two."""
+    v = [x for x in values if x]
+    return (max(v) - min(v)) / statistics.median(v) if len(v) >= 2 else None
