@@ -296,9 +296,14 @@ def trial_tables(fx: dict) -> list[str]:
             "| candidate | images/s per repeat | median | vs baseline | kept | why |", "|---|---|---|---|---|---|"]
     tr = fx.get("trials") or {}
     for v in tr.get("verdicts", []):
-        reps = [fmt(r.get("images_per_s")) for r in tr.get("runs", []) if r["candidate"] == v["candidate"]]
+        reps = [fmt(r.get("images_per_s")) + (f" ({r['host_ms']:.0f} ms)" if r.get("host_ms") else "")
+                for r in tr.get("runs", []) if r["candidate"] == v["candidate"]]
         rows.append(f"| {v['candidate']} | {' '.join(reps)} | {fmt(v.get('median'))} | {fmt(v.get('gain'), '+.1%')} | "
                     f"{'yes' if v.get('kept') else 'no'} | {v.get('why')} |")
+    ms = [r["host_ms"] for r in tr.get("runs", []) if r.get("host_ms")]
+    if ms:
+        rows.append(f"\nIn brackets: the host probe's Python loop just before each trial ({min(ms):.0f} to "
+                    f"{max(ms):.0f} ms, spread {fmt(tr.get('host_spread'), '.0%')}).")
     ap = fx.get("applied") or {}
     rows.append(f"\nApplied: {ap.get('applied')} ({ap.get('status')})"
                 + (f", rolled back: {ap.get('rollback_reason')}" if ap.get("rolled_back") else "")

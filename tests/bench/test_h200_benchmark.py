@@ -306,3 +306,14 @@ def test_sweep_rows_carry_the_host_probe_and_its_range():
     assert any(r.startswith("| b16-w8 |") and "| 14/26 | A |" in r for r in rows)
     assert any(r.startswith("| b128-w16-ro |") and "| - | A |" in r for r in rows)
     assert "14 to 26 ms over these runs" in rows[-1]
+
+
+def test_trial_tables_show_the_host_probe_of_each_trial():
+    fx = fix_rec(600.0, 1.0)
+    assert "host probe" not in "\n".join(rep.trial_tables(fx))
+    fx["trials"]["runs"] = [{"candidate": "baseline", "images_per_s": 250.0, "host_ms": 15.2},
+                            {"candidate": "batch=64", "images_per_s": 600.0, "host_ms": 27.9}]
+    fx["trials"]["host_spread"] = 0.59
+    text = "\n".join(rep.trial_tables(fx))
+    assert "| baseline | 250.0 (15 ms) |" in text and "| batch=64 | 600.0 (28 ms) |" in text
+    assert "Python loop just before each trial (15 to 28 ms, spread 59%)" in text
