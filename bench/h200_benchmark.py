@@ -17,7 +17,8 @@ Parts (`all` runs them in this order; every unit of a part is skipped once its r
               mosaic on): workers 8 and 16 at batch 16, 64 and 128, 16 workers with cache='ram', and the (workers,
               batch, cache) of each applied plan
   sweep       bounded `profile --no-trace` runs over the grid below, plus each applied plan's own configuration
-  spread      one configuration (--spread-config, default b64-w16) profiled twice
+  spread      one configuration (--spread-config, default b64-w16) profiled twice; another configuration's pair is
+              recorded beside the default's (spread-CONFIG-1/2)
   compile     compile cost on one machine: the --compile-config eager, then compiled with an empty inductor/Triton
               cache (cold), then again with that cache (warm); cost = the first steps' excess over the steady step
               time, compiled minus eager
@@ -175,6 +176,7 @@ GRID = [
     Config("b128-w16-ro-bf16-ram", 128, 16, amp="bf16", compile=RO, cache="ram", why="every knob at its fast setting"),
 ]
 DEFAULTS = GRID[0]
+SPREAD_DEFAULT = "b64-w16"
 LOADER_GRID = [(8, 16, False), (16, 16, False), (8, 64, False), (16, 64, False), (16, 128, False), (16, 128, "ram")]
 
 
@@ -198,6 +200,11 @@ def loader_units(tiny: bool = False) -> dict[str, dict[str, Any]]:
         if args not in out.values():
             out[f"w{w}-b{b}" + ("-ram" if cache else "")] = args
     return out
+
+
+def spread_units(config: str) -> tuple[str, str]:
+    """The spread part's unit names for a configuration: spread-1/2 for the default one, spread-CONFIG-1/2 else."""
+    return ("spread-1", "spread-2") if config == SPREAD_DEFAULT else (f"spread-{config}-1", f"spread-{config}-2")
 
 
 def words(args: dict[str, Any]) -> list[str]:
@@ -598,8 +605,10 @@ class Runner:
 
     def part_spread(self) -> list[Unit]:
         c = next(c for c in GRID if c.name == self.spread_config)
-        return [Unit(f"spread-{i}", "bounded", lambda i=i: {"config": c.name, **self.bounded(
-            self.work / "spread" / f"{c.name}-{i}", c.args(self.scale.tiny), curve=True)}) for i in (1, 2)]
+        kind = "bounded-compiled" if c.args(self.scale.tiny).get("compile") else "bounded"
+        return [Unit(n, kind, lambda i=i: {"config": c.name, **self.bounded(
+            self.work / "spread" / f"{c.name}-{i}", c.args(self.scale.tiny), curve=True)})
+            for i, n in zip((1, 2), spread_units(c.name))]
 
     def part_compile(self) -> list[Unit]:
         return [Unit("compile", "compile", self.compile_unit)]
@@ -769,7 +778,8 @@ def main(argv: list[str] | None = None) -> int:
         r.add_argument(f"--{k}", type=t)
     r.add_argument("--grid", type=lambda s: s.split(","), help="sweep only these grid names (comma-separated)")
     r.add_argument("--fix-try", action="append", metavar="KEY=VALUE", help="pass --try to fix (tiny runs)")
-    r.add_argument("--spread-config", default="b64-w16", choices=[c.name for c in GRID])
+    r.add_argument("--spread-config", default=SPREAD_DEFAULT, choices=[c.name for c in GRID],
+                   help="the configuration run twice (another than the default is recorded beside it)")
     r.add_argument("--compile-config", default="b64-w16-ro", choices=[c.name for c in GRID if c.compile])
     r.add_argument("--py-spy", type=float, default=0, metavar="SECONDS", help="sample each bounded run's training "
                    "process with py-spy for SECONDS in its steady window (bench/pyspy_probe.py; py-spy on PATH)")

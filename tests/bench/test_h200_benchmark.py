@@ -317,3 +317,17 @@ def test_trial_tables_show_the_host_probe_of_each_trial():
     text = "\n".join(rep.trial_tables(fx))
     assert "| baseline | 250.0 (15 ms) |" in text and "| batch=64 | 600.0 (28 ms) |" in text
     assert "Python loop just before each trial (15 to 28 ms, spread 59%)" in text
+
+
+def test_a_second_configuration_run_twice_is_recorded_beside_the_default_pair():
+    assert hb.spread_units("b64-w16") == ("spread-1", "spread-2")
+    assert hb.spread_units("b64-w16-ro") == ("spread-b64-w16-ro-1", "spread-b64-w16-ro-2")
+    res = results()
+    res["spread"]["units"].update({n: whole(v, config="b64-w16-ro") for n, v in
+                                   zip(hb.spread_units("b64-w16-ro"), (860.0, 850.0))})
+    f = rep.figures(res)
+    assert [x["config"] for x in f["spreads"]] == ["b64-w16", "b64-w16-ro"] and f["spread"]["config"] == "b64-w16"
+    assert abs(f["spreads"][1]["spread"] - 10 / 855) < 1e-9 and f["spreads"][1]["met"]
+    text = rep.body(res)
+    assert "| spread of b64-w16 run twice | <= 5% | 3.0%" in text
+    assert "| spread of b64-w16-ro run twice | <= 5% | 1.2%" in text
