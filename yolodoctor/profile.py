@@ -79,6 +79,7 @@ class Profile(BaseModel):
     trace: dict[str, Any] | None = None
     loader_capacity: dict[str, Any] | None = None
     check_facts: dict[str, Any] | None = None
+    host_probe: dict[str, Any] | None = None  # the host's own speed just before and after the run (hostprobe.py)
     files: dict[str, str] = Field(default_factory=lambda: {"events": EVENTS, "samples": SAMPLES})
 
     def save(self, run_dir: str | Path) -> None:

@@ -169,3 +169,30 @@ def test_missing_run_dir_exits_2(args):
 def test_missing_run_dir_in_process():
     with pytest.raises(InputError):
         compare(A, "/nonexistent/run")
+
+
+def _with_probe(src, dst, before, after):
+    shutil.copytree(src, dst)
+    prof = json.loads((dst / "profile.json").read_text())
+    prof["host_probe"] = {"before": {"python_ms": before}, "after": {"python_ms": after}}
+    (dst / "profile.json").write_text(json.dumps(prof))
+    return dst
+
+
+def test_a_host_that_moved_between_the_runs_is_noted_not_refused(tmp_path, capsys):
+    from rich.console import Console
+
+    from yolodoctor.commands.compare import render
+
+    a = _with_probe(A, tmp_path / "a", 15.0, 17.0)  # mean 16 ms
+    b = _with_probe(B, tmp_path / "b", 27.0, 29.0)  # mean 28 ms: the machine got 1.75x slower
+    c = compare(a, b)
+    assert c.a.facts["host.python_ms"] == 16.0 and c.comparable
+    assert c.notes == ["the host's own speed differed: a fixed Python loop took 16.0 ms around A and 28.0 ms around "
+                       "B; a host-bound run's rate moves with it (a shared machine does this)"]
+    assert to_json(c)["notes"] == c.notes
+    con = Console(record=True, width=300)
+    render(con, c)
+    assert "note: the host's own speed differed" in con.export_text()
+    assert compare(a, _with_probe(B, tmp_path / "b2", 16.5, 17.5)).notes == []  # within 15%: nothing to say
+    assert compare(A, B).notes == []  # recorded before the probe existed: nothing made up

@@ -45,6 +45,8 @@ def test_bounded_profile_writes_a_rereadable_record(dataset, tmp_path):
     prof = record.load(out)
     assert prof.status == "complete" and prof.summary["steps"] == 4 and prof.summary["bounded"]
     assert prof.settings["device"] == "cpu" and prof.settings["workers"] == 0
+    assert all(prof.host_probe[k]["python_ms"] > 0 for k in ("before", "after"))  # the host's speed around it
+    assert doc["facts"]["host.python_ms"] > 0
     # bounded: 4 steps of a 6-step epoch; no validation afterwards (results.csv has no val metrics), one checkpoint
     assert (tmp_path / "ul" / "run" / "weights" / "last.pt").exists()
     head, row = (tmp_path / "ul" / "run" / "results.csv").read_text().splitlines()

@@ -15,6 +15,8 @@ from yolodoctor import report
 from yolodoctor.diagnosis.diagnose import Diagnosis
 
 # (fact, label, kind, which direction is better); kind picks the formatting (fmt below)
+HOST_MOVED = 0.15  # the host probe differing more than this between A and B is worth a note (profiling/hostprobe.py)
+
 METRICS: list[tuple[str, str, str, str | None]] = [
     ("run.images_per_s", "steady images/s", "rate", "higher"),
     ("run.epoch_s", "epoch time (estimate)", "seconds", "lower"),
@@ -49,6 +51,7 @@ class Comparison:
     unmeasured: list[str] = field(default_factory=list)  # in A; silent in B only because B lacks the facts
     mismatch: dict[str, dict[str, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # worth knowing, yet like for like (the host's speed moved)
 
     @property
     def comparable(self) -> bool:
@@ -100,6 +103,10 @@ def compare(run_a: str | Path, run_b: str | Path, rules=None) -> Comparison:
         if va is not None and vb is not None and str(va) != str(vb):
             cmp.mismatch[key] = {"a": va, "b": vb}
             cmp.warnings.append(f"{key} differs: {va} (A) vs {vb} (B)")
+    ha, hb = _num(a.facts.get("host.python_ms")), _num(b.facts.get("host.python_ms"))
+    if ha and hb and max(ha, hb) / min(ha, hb) > 1 + HOST_MOVED:
+        cmp.notes.append(f"the host's own speed differed: a fixed Python loop took {ha:.1f} ms around A and {hb:.1f} "
+                         "ms around B; a host-bound run's rate moves with it (a shared machine does this)")
     return cmp
 
 
@@ -140,7 +147,8 @@ def to_json(cmp: Comparison, html: str | None = None) -> dict[str, Any]:
              "findings": [f.id for f in report.ranked(d.findings)]} for d in (cmp.a, cmp.b)]
     return report.envelope("compare", cmp.b.findings, cmp.b.facts, None, runs=runs, deltas=cmp.deltas,
                            resolved=cmp.resolved, new=cmp.new, persisting=cmp.persisting, unmeasured=cmp.unmeasured,
-                           comparable=cmp.comparable, mismatch=cmp.mismatch, warnings=cmp.warnings, html=html)
+                           comparable=cmp.comparable, mismatch=cmp.mismatch, warnings=cmp.warnings, notes=cmp.notes,
+                           html=html)
 
 
 def render(console, cmp: Comparison) -> None:
@@ -150,6 +158,8 @@ def render(console, cmp: Comparison) -> None:
     console.rule(f"[bold]yolodoctor compare: A {escape(run_name(cmp.a))} → B {escape(run_name(cmp.b))}")
     for w in cmp.warnings:
         console.print(f"[yellow]not like for like:[/] {escape(w)}", highlight=False)
+    for n in cmp.notes:
+        console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
     t = Table("", "A (before)", "B (after)", "change")
     for fact, label, kind, _ in METRICS:
         d = cmp.deltas[fact]

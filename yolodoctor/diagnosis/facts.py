@@ -57,6 +57,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "settings.cache": ("string", "none, ram or disk"),
     "settings.imgsz": ("double", "training image size"),
     "settings.mosaic": ("bool", "mosaic augmentation on"),
+    "host.python_ms": ("double", "the host's own speed: a fixed Python loop's ms, mean of just before and after the run"
+                       " (profiling/hostprobe.py; a shared machine moves)"),
     "loader.capacity_images_per_s": ("double", "the train loader alone, no model: images/s it sustains"),
     "loader.capacity_valid": ("bool", "the loader timing ran long enough"),
     "loader.headroom": ("double", "loader capacity over the training's images/s (below ~1.2: the loader limits)"),
@@ -168,6 +170,10 @@ def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dic
         f["settings.compile_requested"] = ("default" if c is True else "false" if c in (False, None) else str(c))
     if "cache" in st:
         f["settings.cache"] = str(st["cache"] or "none")
+    hp = [_d(_d(profile.host_probe).get(k)).get("python_ms") for k in ("before", "after")]
+    hp = [x for x in hp if isinstance(x, (int, float)) and x > 0]
+    if hp:
+        f["host.python_ms"] = sum(hp) / len(hp)
     cap = profile.loader_capacity or {}
     _put(f, "loader.capacity_images_per_s", cap.get("images_per_s"))
     _put(f, "loader.capacity_valid", cap.get("valid"))

@@ -90,6 +90,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     env[ENV_RUN_DIR] = str(run.resolve())
     env.update({k: str(v) for k, v in (env_extra or {}).items()})
     argv = [sys.executable, "-m", "yolodoctor.profiling.child", str(run)] if mode == "args" else list(command)
+    profile.host_probe = {"before": _host_probe()}
     try:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL if mode == "args" else None,
                                  stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env,
@@ -123,10 +124,22 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
             signal.signal(s, h)
         if sampler is not None:
             stop_sampler(sampler)
+    if not interrupted:
+        profile.host_probe["after"] = _host_probe()
     finalise(run, profile, child.returncode, interrupted)
     if profile.reason and "disk full" in profile.reason:
         log(f"the disk holding {run} filled up during the run: the record is marked incomplete")
     return run, profile
+
+
+def _host_probe() -> dict[str, Any] | None:
+    """The host's speed (a fixed Python loop, ~0.1 s), or None where it fails: a fact, never an error."""
+    from yolodoctor.profiling.hostprobe import python_ms
+
+    try:
+        return {"python_ms": python_ms(reps=3)}
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: list[int] | None = None) -> Profile:
