@@ -417,33 +417,47 @@ class Runner:
         steps = ["--steps", str(self.scale.steps)] if self.scale.steps else []
         shutil.rmtree(run, ignore_errors=True)  # no events of an earlier run for the py-spy watcher to read
         spy = self.py_spy(run, args)
-        rec = self.profile(run, args, *steps, "--no-trace", "--loader-seconds", "0", curve=curve, env=env)
+        try:
+            rec = self.profile(run, args, *steps, "--no-trace", "--loader-seconds", "0", curve=curve, env=env)
+        finally:
+            if spy is not None:
+                spy.stop.set()  # type: ignore[attr-defined]
+                spy.join(timeout=self.pyspy_s + 30)
         if spy is not None:
-            spy.stop.set()  # type: ignore[attr-defined]
-            spy.join(timeout=self.pyspy_s + 30)
             rec["pyspy"] = spy.result  # type: ignore[attr-defined]
+        elif self.pyspy_s:
+            rec["pyspy"] = {"error": "py-spy is not on PATH"}
         return rec
 
     def py_spy(self, run: Path, args: dict) -> threading.Thread | None:
-        """With --py-spy S: once the run is 10 steps into its steady window, sample its training process for S
-        seconds (bench/pyspy_probe.py): where the training thread's wall time goes, on a CPU, holding the GIL."""
+        """With --py-spy S: once the run is 10 steps into its steady window, sample its training process (the pid its
+        sampler recorded) for S seconds (bench/pyspy_probe.py): where the training thread's wall time goes, on a CPU,
+        holding the GIL. 'truncated' says the run ended before the S seconds did (its shutdown is in the samples)."""
         if not self.pyspy_s or pyspy_probe.binary() is None:
             return None
         after = SETTLE + int(args.get("workers", 8)) * PREFETCH + 10
 
+        def events() -> str:
+            try:
+                return (run / "events.jsonl").read_text(errors="replace")
+            except OSError:
+                return ""
+
         def watch() -> None:
             t.result = {"error": "the run ended before its steady window"}
             while not t.stop.is_set():
-                try:
-                    n = (run / "events.jsonl").read_text(errors="replace").count('"type": "step"')
-                except OSError:
-                    n = 0
-                pid = pyspy_probe.find_process(f"yolodoctor.profiling.child {run.name}") if n >= after else None
+                ev = events()
+                pid = pyspy_probe.training_pid(run) if ev.count('"type": "step"') >= after else None
                 if pid:
                     prefix = run.parent / f"{run.name}.pyspy"
-                    for p in pyspy_probe.start(pid, self.pyspy_s, prefix):
+                    first = ev.count('"type": "step"')
+                    procs = pyspy_probe.start(pid, self.pyspy_s, prefix)
+                    for p in procs:
                         p.wait()
-                    t.result = pyspy_probe.summarise({k: Path(f"{prefix}.{k}.txt") for k in pyspy_probe.KINDS}, pid)
+                    ev = events()
+                    t.result = {**pyspy_probe.summarise({k: Path(f"{prefix}.{k}.txt") for k in pyspy_probe.KINDS},
+                                                        pid),
+                                "steps": [first, ev.count('"type": "step"')], "truncated": '"run_end"' in ev}
                     return
                 time.sleep(0.5)
 

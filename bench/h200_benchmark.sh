@@ -6,16 +6,19 @@
 # tool's $OUT is set, the runner works on a copy in bench/out/h200-results/ instead: each device call copies the
 # working tree afresh (the committed results included) while git-ignored bench/out/ stays on a warm machine, so a
 # second call on the same machine resumes from what the first one recorded even before it is unpacked here. The
-# copy is seeded from the committed results on a fresh machine and packed back under the committed path into
-# $OUT/h200-results.tgz (logs: $OUT/h200-logs.tgz). Back here:
+# copy is seeded from the committed results on a fresh machine (RESEED=1: again, after editing them here) and packed
+# back under the committed path into $OUT/h200-results.tgz (logs: $OUT/h200-logs.tgz). Back here:
 #   tar xzf <files_at>/h200-results.tgz          (restores bench/results/h200-benchmark/; commit it)
 # Exit 3 (or 124/143, stopped at HARD_LIMIT=570 s): not finished - run the same command again; while `fix` runs
 # detached, within 30 s so that the machine stays.
 set -uo pipefail
 export YOLO_OFFLINE=1 PYTHONUNBUFFERED=1
 COMMITTED=bench/results/h200-benchmark
+SEEDED=""
 if [ -n "${OUT:-}" ] && [ -z "${RESULTS:-}" ]; then
-  RESULTS=bench/out/h200-results
+  RESULTS=bench/out/h200-results SEEDED=1
+  # RESEED=1: start again from the committed results (after editing them here while the machine stayed warm)
+  [ -n "${RESEED:-}" ] && rm -rf "$RESULTS"
   [ -d "$RESULTS" ] || { mkdir -p "$RESULTS" && cp -r "$COMMITTED"/. "$RESULTS"/ 2>/dev/null; }
 fi
 RESULTS=${RESULTS:-$COMMITTED}
@@ -27,7 +30,11 @@ timeout -s TERM "${HARD_LIMIT:-570}" python3 bench/h200_benchmark.py run "$@" --
   --results "$RESULTS" --work "$WORK" 2>&1 | tee -a "$WORK/runner.log"
 rc=${PIPESTATUS[0]}
 if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then
-  tar czf "$OUT/h200-results.tgz" --transform "s|^${RESULTS%/}|$COMMITTED|" "${RESULTS%/}"
+  if [ -n "$SEEDED" ]; then  # packed under the committed path: `tar xzf` here restores it
+    tar czf "$OUT/h200-results.tgz" --transform "s|^${RESULTS%/}|$COMMITTED|" "${RESULTS%/}"
+  else  # a results folder named by hand keeps its own name
+    tar czf "$OUT/h200-results.tgz" "${RESULTS%/}"
+  fi
   find "$WORK" \( -name '*.log' -o -name '*.pyspy.*.txt' \) -size -4M -not -path '*/ul/*' | tar czf "$OUT/h200-logs.tgz" -T -
   ls -l "$OUT"
 fi

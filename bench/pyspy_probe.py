@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-LINE = re.compile(r"^thread \((\d+)\): ([^;]*?)(?:;(.*))? (\d+)$")
+LINE = re.compile(r"^thread \((\d+)\)(?:: ([^;]*?))?(?:;(.*))? (\d+)$")  # a thread without a name has no ": NAME"
 KINDS = ("all", "gil", "cpu")
 FLAGS = {"all": ["--idle"], "gil": ["--idle", "--gil"], "cpu": []}
 
@@ -30,28 +29,30 @@ def binary() -> str | None:
     return shutil.which("py-spy")
 
 
-def find_process(marker: str) -> int | None:
-    """The pid whose command line holds every word of ``marker`` (the training child of one run directory)."""
-    words = marker.split()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if all(w in cmd for w in words):
-            return int(d.name)
-    return None
+def training_pid(run: Path) -> int | None:
+    """The training process of a run directory, as its sampler recorded it (the first record of samples.jsonl)."""
+    try:
+        with open(run / "samples.jsonl") as f:
+            first = json.loads(f.readline() or "{}")
+    except (OSError, json.JSONDecodeError):
+        return None
+    return first.get("pid") if first.get("type") == "sampler_start" and isinstance(first.get("pid"), int) else None
 
 
 def start(pid: int, seconds: float, prefix: Path, rate: int = 100) -> list[subprocess.Popen]:
+    """The three recorders, started side by side (earlier files of this prefix removed first)."""
     exe = binary()
     if exe is None:
         return []
-    return [subprocess.Popen([exe, "record", *FLAGS[k], "--nonblocking", "--threads", "--format", "raw", "-r",
-                              str(rate), "-d", str(int(seconds)), "-p", str(pid), "-o", f"{prefix}.{k}.txt"],
-                             stdout=subprocess.DEVNULL, stderr=open(f"{prefix}.{k}.log", "w")) for k in KINDS]
+    out = []
+    for k in KINDS:
+        for ext in ("txt", "log"):
+            Path(f"{prefix}.{k}.{ext}").unlink(missing_ok=True)
+        with open(f"{prefix}.{k}.log", "w") as log:
+            out.append(subprocess.Popen([exe, "record", *FLAGS[k], "--nonblocking", "--threads", "--format", "raw",
+                                         "-r", str(rate), "-d", str(int(seconds)), "-p", str(pid), "-o",
+                                         f"{prefix}.{k}.txt"], stdout=subprocess.DEVNULL, stderr=log))
+    return out
 
 
 def parse(path: Path) -> dict[int, dict]:
@@ -61,7 +62,7 @@ def parse(path: Path) -> dict[int, dict]:
         m = LINE.match(line.strip())
         if not m:
             continue
-        tid, name, stack, n = int(m[1]), m[2], m[3] or "", int(m[4])
+        tid, name, stack, n = int(m[1]), m[2] or f"thread {m[1]}", m[3] or "", int(m[4])
         t = out.setdefault(tid, {"name": name, "samples": 0, "leaves": Counter()})
         t["samples"] += n
         t["leaves"][short(stack.rsplit(";", 1)[-1]) if stack else "(no Python frame)"] += n

@@ -165,7 +165,7 @@ def spread_pairs(res: dict) -> dict[str, tuple[dict, dict]]:
     out = {}
     for c in hb.GRID:
         pair = [units(res, "spread").get(n) for n in hb.spread_units(c.name)]
-        if all(ok(r) for r in pair):
+        if all(ok(r) and r.get("config", c.name) == c.name for r in pair):  # a record names its configuration
             out[c.name] = (pair[0], pair[1])
     return out
 
@@ -203,8 +203,9 @@ def pyspy_words(rec: dict, top: int = 4) -> str:
     where = "; ".join(f"{x['where']} {x['share']:.0%} (on a CPU {min(x['on_cpu'], 1):.0%}, GIL {min(x['gil'], 1):.0%})"
                       for x in ps["leaves"][:top])
     others = ", ".join(f"{o['thread']} GIL {o['gil']:.0%}" for o in ps.get("other_threads", [])[:3] if o.get("gil"))
-    return (f"py-spy on the training thread ({ps['samples']} samples): on a CPU {fmt(ps.get('on_cpu'), '.0%')} and "
-            f"holding the GIL {fmt(ps.get('gil'), '.0%')} of its wall time; where: {where}"
+    cut = ", the run ended inside the window" if ps.get("truncated") else ""
+    return (f"py-spy on the training thread ({ps['samples']} samples{cut}): on a CPU {fmt(ps.get('on_cpu'), '.0%')} "
+            f"and holding the GIL {fmt(ps.get('gil'), '.0%')} of its wall time; where: {where}"
             + (f"; other threads holding the GIL: {others}" if others else ""))
 
 
@@ -212,10 +213,12 @@ def host_speed(rec: dict | None) -> dict[str, float] | None:
     """The host probe's mean time over a unit (before and after), by workload; None where it was not taken."""
     hp = (rec or {}).get("host_probe") or {}
     pts = [p for p in (hp.get("before"), hp.get("after")) if p and "error" not in p]
-    if not pts:
-        return None
-    return {name: statistics.mean(p[key] for p in pts) for name, key in (("Python", "python_ms"),
-                                                                          ("JPEG decode", "jpeg_decode_ms"))}
+    out = {}
+    for name, key in (("Python", "python_ms"), ("JPEG decode", "jpeg_decode_ms")):
+        v = [p[key] for p in pts if isinstance(p.get(key), (int, float)) and p[key] > 0]
+        if v:
+            out[name] = statistics.mean(v)
+    return out or None
 
 
 def host_words(rec: dict) -> str:
@@ -224,8 +227,8 @@ def host_words(rec: dict) -> str:
     if not b.get("python_ms") or not a.get("python_ms"):
         return ""
     return (f", host probe before/after: Python loop {b['python_ms']:.1f}/{a['python_ms']:.1f} ms, JPEG decode "
-            f"{b['jpeg_decode_ms']:.2f}/{a['jpeg_decode_ms']:.2f} ms, memcpy {b['memcpy_gbps']:.1f}/"
-            f"{a['memcpy_gbps']:.1f} GB/s")
+            f"{fmt(b.get('jpeg_decode_ms'), '.2f')}/{fmt(a.get('jpeg_decode_ms'), '.2f')} ms, memcpy "
+            f"{fmt(b.get('memcpy_gbps'))}/{fmt(a.get('memcpy_gbps'))} GB/s")
 
 
 def missing(res: dict) -> list[str]:

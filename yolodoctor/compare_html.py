@@ -186,7 +186,8 @@ def render_html(cmp: Comparison) -> str:
         rows.append(f"<tr><td>{escape(label)}</td><td class='n'>{escape(fmt(d['a'], kind))}</td>"
                     f"<td class='n'>{escape(fmt(d['b'], kind))}</td>"
                     f"<td class='n {verdict or ''}'>{escape(text)}</td></tr>")
-    warn = "".join(f"<p class='warn'>Not like for like: {escape(w)}</p>" for w in cmp.warnings)
+    warn = "".join(f"<p class='warn'>Not like for like: {escape(w)}</p>" for w in cmp.warnings) + "".join(
+        f"<p class='warn'>Note: {escape(n)}</p>" for n in cmp.notes)
     by_a = {f.id: f for f in cmp.a.findings}
     by_b = {f.id: f for f in cmp.b.findings}
     unknown_a = {o.rule for o in cmp.a.outcomes if o.state in ("missing", "error")}

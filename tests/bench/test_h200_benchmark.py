@@ -284,6 +284,9 @@ def test_a_missed_spread_says_where_the_step_time_went():
         res["spread"]["units"][f"spread-{i}"]["host_probe"] = {"before": p, "after": p}
     text = rep.body(res)
     assert "host probe before/after: Python loop 12.0/12.0 ms" in text
+    res["spread"]["units"]["spread-1"]["host_probe"]["after"] = {"python_ms": 10.0, "jpeg_decode_ms": None,
+                                                                 "memcpy_gbps": None}  # no OpenCV, no numpy
+    assert "JPEG decode 3.00/- ms, memcpy 7.0/- GB/s" in rep.body(res)
     assert "training rate x0.84; the host probe's speed Python x0.83, JPEG decode x1.00" in text
     res["spread"]["units"]["spread-2"]["pyspy"] = {
         "samples": 1000, "on_cpu": 0.5, "gil": 0.45,
@@ -331,3 +334,5 @@ def test_a_second_configuration_run_twice_is_recorded_beside_the_default_pair():
     text = rep.body(res)
     assert "| spread of b64-w16 run twice | <= 5% | 3.0%" in text
     assert "| spread of b64-w16-ro run twice | <= 5% | 1.2%" in text
+    res["spread"]["units"]["spread-2"]["config"] = "b16-w8"  # an old pair of another configuration: not b64-w16's
+    assert [x["config"] for x in rep.figures(res)["spreads"]] == ["b64-w16-ro"]

@@ -40,9 +40,15 @@ def test_no_samples_of_the_training_thread_is_said_not_invented(tmp_path):
     assert pp.parse(paths["all"])[9]["samples"] == 10
 
 
-def test_find_process_matches_every_word_of_the_command_line():
-    import os
+def test_a_thread_without_a_name_is_still_counted(tmp_path):
+    p = raw(tmp_path, "all", [f"thread (7): MainThread;{SYNC} 5", f"thread (8);{PIN} 3", "thread (9) 2"])
+    got = pp.parse(p)
+    assert got[8]["name"] == "thread 8" and got[8]["samples"] == 3 and got[9]["leaves"] == {"(no Python frame)": 2}
 
-    me = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().split(b"\0")[0].decode()
-    assert pp.find_process(me) is not None
-    assert pp.find_process("no-such-process-word-x91") is None
+
+def test_the_training_pid_is_the_one_its_sampler_recorded(tmp_path):
+    assert pp.training_pid(tmp_path) is None  # no samples yet
+    (tmp_path / "samples.jsonl").write_text('{"type": "sampler_start", "pid": 4321, "tid": 4321}\n{"type": "sample"}\n')
+    assert pp.training_pid(tmp_path) == 4321
+    (tmp_path / "samples.jsonl").write_text('{"type": "sample", "pid": 1}\n')
+    assert pp.training_pid(tmp_path) is None

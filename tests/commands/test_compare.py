@@ -194,5 +194,7 @@ def test_a_host_that_moved_between_the_runs_is_noted_not_refused(tmp_path, capsy
     con = Console(record=True, width=300)
     render(con, c)
     assert "note: the host's own speed differed" in con.export_text()
+    write_html(tmp_path / "c.html", c)
+    assert "Note: the host&#x27;s own speed differed" in (tmp_path / "c.html").read_text()
     assert compare(a, _with_probe(B, tmp_path / "b2", 16.5, 17.5)).notes == []  # within 15%: nothing to say
     assert compare(A, B).notes == []  # recorded before the probe existed: nothing made up

@@ -195,12 +195,12 @@ def test_the_host_probe_times_each_trial_and_its_drift_is_reported():
         r.host_ms = ms
     verdicts, spread, kept = judge(rs, cands)
     t = TrialReport(rs, verdicts, spread, kept)
-    assert t.host_spread == (27.0 - 14.0) / 15.5 and t.to_dict()["host_spread"] == t.host_spread
+    assert t.host_spread == 27.0 / 14.0 - 1 and t.to_dict()["host_spread"] == t.host_spread
     assert t.to_dict()["runs"][2]["host_ms"] == 27.0
     con = Console(record=True, width=200)
     _print_trials(con, t)
     text = con.export_text()
-    assert "The machine's own speed moved 84% across the trials" in text and "14 to 27 ms" in text
+    assert "The machine's own speed moved 93% across the trials" in text and "14 to 27 ms" in text
     for r in rs:  # a steady machine: nothing to say
         r.host_ms = 15.0
     con = Console(record=True, width=200)
@@ -213,4 +213,4 @@ def test_the_host_probe_measures_something():
 
     m = hostprobe.measure(reps=1)
     assert m["python_ms"] > 0 and m["memcpy_gbps"] > 0 and m["jpeg_decode_ms"] > 0
-    assert hostprobe.spread([10.0]) is None and hostprobe.spread([10.0, 12.0, 11.0]) == 2 / 11
+    assert hostprobe.moved([10.0]) is None and hostprobe.moved([10.0, None, 12.0, True, 11.0]) == 12.0 / 10.0 - 1

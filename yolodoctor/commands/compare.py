@@ -15,8 +15,6 @@ from yolodoctor import report
 from yolodoctor.diagnosis.diagnose import Diagnosis
 
 # (fact, label, kind, which direction is better); kind picks the formatting (fmt below)
-HOST_MOVED = 0.15  # the host probe differing more than this between A and B is worth a note (profiling/hostprobe.py)
-
 METRICS: list[tuple[str, str, str, str | None]] = [
     ("run.images_per_s", "steady images/s", "rate", "higher"),
     ("run.epoch_s", "epoch time (estimate)", "seconds", "lower"),
@@ -103,8 +101,10 @@ def compare(run_a: str | Path, run_b: str | Path, rules=None) -> Comparison:
         if va is not None and vb is not None and str(va) != str(vb):
             cmp.mismatch[key] = {"a": va, "b": vb}
             cmp.warnings.append(f"{key} differs: {va} (A) vs {vb} (B)")
+    from yolodoctor.profiling.hostprobe import MOVED, moved
+
     ha, hb = _num(a.facts.get("host.python_ms")), _num(b.facts.get("host.python_ms"))
-    if ha and hb and max(ha, hb) / min(ha, hb) > 1 + HOST_MOVED:
+    if (moved([ha, hb]) or 0.0) > MOVED:
         cmp.notes.append(f"the host's own speed differed: a fixed Python loop took {ha:.1f} ms around A and {hb:.1f} "
                          "ms around B; a host-bound run's rate moves with it (a shared machine does this)")
     return cmp

@@ -15,8 +15,6 @@ from yolodoctor import report
 from yolodoctor.errors import InputError, UsageError
 from yolodoctor.rundir import DEFAULT_BASE
 
-HOST_NOTE = 0.15  # the host probe moving more than this across the trials is worth a word (hostprobe.py)
-
 
 def latest_run(base: Path = DEFAULT_BASE) -> Path:
     runs = [p.parent for p in base.glob("*/profile.json")] if base.is_dir() else []
@@ -175,8 +173,10 @@ def _print_trials(out, t) -> None:
         table.add_row(v.candidate, str(v.runs), f"{v.median:.1f}" if v.median else "-",
                       f"{v.gain:+.1%}" if v.gain is not None else "-", "yes" if v.kept else "no", v.why)
     out.print(table)
+    from yolodoctor.profiling.hostprobe import MOVED
+
     hs = t.host_spread
-    if hs is not None and hs > HOST_NOTE:
+    if hs is not None and hs > MOVED:
         ms = [r.host_ms for r in t.runs if r.host_ms]
         out.print(f"[yellow]The machine's own speed moved {hs:.0%} across the trials (a fixed Python loop timed before "
                   f"each took {min(ms):.0f} to {max(ms):.0f} ms): on a shared machine a small gain or loss can be the "

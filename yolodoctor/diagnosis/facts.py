@@ -171,7 +171,7 @@ def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dic
     if "cache" in st:
         f["settings.cache"] = str(st["cache"] or "none")
     hp = [_d(_d(profile.host_probe).get(k)).get("python_ms") for k in ("before", "after")]
-    hp = [x for x in hp if isinstance(x, (int, float)) and x > 0]
+    hp = [x for x in hp if _num(x) and x > 0]
     if hp:
         f["host.python_ms"] = sum(hp) / len(hp)
     cap = profile.loader_capacity or {}

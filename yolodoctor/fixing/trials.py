@@ -66,8 +66,8 @@ class TrialReport:
 
     @property
     def host_spread(self) -> float | None:
-        """How much the host's own speed moved across the trials ((max - min) / median of the probe's loop)."""
-        return hostprobe.spread([r.host_ms for r in self.runs if r.host_ms])
+        """How much the host's own speed moved across the trials (slowest / fastest probe loop - 1)."""
+        return hostprobe.moved([r.host_ms for r in self.runs])
 
     def to_dict(self) -> dict[str, Any]:
         return {"runs": [{k: v for k, v in asdict(r).items() if k != "loss_curve"} for r in self.runs],

@@ -50,7 +50,10 @@ def measure(reps: int = 5) -> dict[str, float | None]:
     return out
 
 
-def spread(values: list[float]) -> float | None:
-    """(max - min) / median of the loop times, None with fewer than two."""
-    v = [x for x in values if x]
-    return (max(v) - min(v)) / statistics.median(v) if len(v) >= 2 else None
+MOVED = 0.15  # the host probe moving more than this (slowest over fastest, minus one) is worth a word
+
+
+def moved(values: list[float | None]) -> float | None:
+    """How much the host's speed moved over these loop times: slowest / fastest - 1 (None with fewer than two)."""
+    v = [x for x in values if isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0]
+    return max(v) / min(v) - 1 if len(v) >= 2 else None

@@ -119,13 +119,13 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
                 break
             except KeyboardInterrupt:  # a second Ctrl-C while waiting
                 forward(signal.SIGINT, None)
+        if not interrupted:  # still under forward(): a Ctrl-C now cannot skip the final record
+            profile.host_probe["after"] = _host_probe()
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         if sampler is not None:
             stop_sampler(sampler)
-    if not interrupted:
-        profile.host_probe["after"] = _host_probe()
     finalise(run, profile, child.returncode, interrupted)
     if profile.reason and "disk full" in profile.reason:
         log(f"the disk holding {run} filled up during the run: the record is marked incomplete")
