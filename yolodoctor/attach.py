@@ -22,6 +22,7 @@ from yolodoctor.rundir import write_json_atomic
 
 def attach(model: Any, *, out: str | Path | None = None, steps: int | str | None = None, trace: bool = True,
            loader_seconds: float = 8.0, hz: float = 5.0) -> Path:
+    from yolodoctor.profiling import hostprobe
     from yolodoctor.profiling.runner import finalise, make_run_dir
     from yolodoctor.profiling.sampler import start_sampler, stop_sampler
     from yolodoctor.profiling.session import Session
@@ -30,7 +31,8 @@ def attach(model: Any, *, out: str | Path | None = None, steps: int | str | None
     spec = {"mode": "attach", "args": {}, "command": None, "steps": steps, "trace": trace,
             "loader_capacity": loader_seconds > 0, "loader_seconds": loader_seconds}
     write_json_atomic(run / SPEC, spec)
-    profile = Profile(mode="attach", steps_limit=steps if isinstance(steps, int) else None)
+    profile = Profile(mode="attach", steps_limit=steps if isinstance(steps, int) else None,
+                      host_probe={"before": hostprobe.record()})
     profile.save(run)
     sampler = start_sampler(os.getpid(), run / SAMPLES, hz=hz, tid=threading.get_native_id())
     session = Session(run, spec)
@@ -42,6 +44,7 @@ def attach(model: Any, *, out: str | Path | None = None, steps: int | str | None
         finally:
             session.end("complete", None)
             stop_sampler(sampler)
+            profile.host_probe["after"] = hostprobe.record()
             finalise(run, profile, 0)
 
     session.recorder.on_end = on_end

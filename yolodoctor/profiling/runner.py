@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from yolodoctor.profile import EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
+from yolodoctor.profiling import hostprobe
 from yolodoctor.profiling.events import read_events
 from yolodoctor.profiling.summary import summarise
 from yolodoctor.rundir import exclusive_dir, low_disk, new_run_dir, release_space, reserve_space, write_json_atomic
@@ -90,7 +91,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     env[ENV_RUN_DIR] = str(run.resolve())
     env.update({k: str(v) for k, v in (env_extra or {}).items()})
     argv = [sys.executable, "-m", "yolodoctor.profiling.child", str(run)] if mode == "args" else list(command)
-    profile.host_probe = {"before": _host_probe()}
+    profile.host_probe = {"before": hostprobe.record()}
     try:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL if mode == "args" else None,
                                  stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env,
@@ -120,7 +121,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
             except KeyboardInterrupt:  # a second Ctrl-C while waiting
                 forward(signal.SIGINT, None)
         if not interrupted:  # still under forward(): a Ctrl-C now cannot skip the final record
-            profile.host_probe["after"] = _host_probe()
+            profile.host_probe["after"] = hostprobe.record()
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -130,16 +131,6 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     if profile.reason and "disk full" in profile.reason:
         log(f"the disk holding {run} filled up during the run: the record is marked incomplete")
     return run, profile
-
-
-def _host_probe() -> dict[str, Any] | None:
-    """The host's speed (a fixed Python loop, ~0.1 s), or None where it fails: a fact, never an error."""
-    from yolodoctor.profiling.hostprobe import python_ms
-
-    try:
-        return {"python_ms": python_ms(reps=3)}
-    except Exception:  # noqa: BLE001
-        return None
 
 
 def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: list[int] | None = None) -> Profile:
