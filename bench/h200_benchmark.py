@@ -80,6 +80,14 @@ points and the grid's best again on the plans' machine (`bash bench/h200_benchma
 compile. Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
 the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
 bench/results/h200-benchmark/ (commit it), and `python bench/report_h200.py` shows where things stand.
+Found 2026-12-03, not handled yet (do it before fix-unsafe and the batch-128 sweep points): at batch 128 with 16
+workers the loader's prefetch queue is 64 batches (8,192 images), and an epoch of 20,000 images is 156 steps, fewer
+than the 212 a valid steady window needs (20 + 64, then 2 x 64): sweep/b128-w16 is marked 'short', and fix --verify
+would reject every batch-128 trial as "window too short to conclude". That is an artefact of one-epoch runs, not what
+a user's 100-epoch run sees (the bounded profile crosses epochs there). Either a larger dataset (>= 30,000 images: a
+new scale, hence a new --results folder or a migration of the rate-only parts loader/spread/sweep), or epochs=2
+warmup_epochs=0 val=False for those runs (warm-up lasts min(3, epochs - 1) epochs in Ultralytics 8.4.190; the recorder
+restarts its wait clock at each epoch start).
 py-spy (--py-spy): carry its wheel and put /tmp/site/bin on PATH; room in the 64 MiB carry comes from leaving out
 textual's and mdit-py-plugins' wheels (the monitor's); prompt_toolkit and wcwidth stay (the CEL package imports them).
 """
