@@ -80,14 +80,14 @@ points and the grid's best again on the plans' machine (`bash bench/h200_benchma
 compile. Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
 the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
 bench/results/h200-benchmark/ (commit it), and `python bench/report_h200.py` shows where things stand.
-Found 2026-12-03, not handled yet (do it before fix-unsafe and the batch-128 sweep points): at batch 128 with 16
-workers the loader's prefetch queue is 64 batches (8,192 images), and an epoch of 20,000 images is 156 steps, fewer
-than the 212 a valid steady window needs (20 + 64, then 2 x 64): sweep/b128-w16 is marked 'short', and fix --verify
-would reject every batch-128 trial as "window too short to conclude". That is an artefact of one-epoch runs, not what
-a user's 100-epoch run sees (the bounded profile crosses epochs there). Either a larger dataset (>= 30,000 images: a
-new scale, hence a new --results folder or a migration of the rate-only parts loader/spread/sweep), or epochs=2
-warmup_epochs=0 val=False for those runs (warm-up lasts min(3, epochs - 1) epochs in Ultralytics 8.4.190; the recorder
-restarts its wait clock at each epoch start).
+Found 2026-12-03: at batch 128 with 16 workers the loader's prefetch queue is 64 batches (8,192 images) and an epoch
+of 20,000 images 156 steps, fewer than the 212 a valid steady window needs (20 + 64, then 2 x 64); one-epoch runs
+marked sweep/b128-w16 'short', and fix --verify would have rejected every batch-128 trial as "window too short to
+conclude" - an artefact of one-epoch runs, not what a user's 100-epoch run sees. Hence Runner.long_enough: a bounded
+run whose window does not fit in one epoch runs whole epochs (2 here) with warmup_epochs=0 and val=False (warm-up lasts
+min(3, epochs - 1) epochs in Ultralytics 8.4.190; the recorder restarts its wait clock at each epoch start; without
+a validation between the epochs the workers cannot refill their queue); fix-unsafe profiles the defaults that way, so
+that its trials inherit it. sweep/b128-w16 (recorded 'short' before this) must be redone: `--redo sweep/b128-w16`.
 py-spy (--py-spy): carry its wheel and put /tmp/site/bin on PATH; room in the 64 MiB carry comes from leaving out
 textual's and mdit-py-plugins' wheels (the monitor's); prompt_toolkit and wcwidth stay (the CEL package imports them).
 """
@@ -185,6 +185,7 @@ GRID = [
 ]
 DEFAULTS = GRID[0]
 SPREAD_DEFAULT = "b64-w16"
+UNSAFE_REACH = {"batch": 128, "workers": 16}  # the largest batch and workers an unsafe plan can reach here (2 x nbs)
 LOADER_GRID = [(8, 16, False), (16, 16, False), (8, 64, False), (16, 64, False), (16, 128, False), (16, 128, "ram")]
 
 
@@ -498,6 +499,18 @@ class Runner:
     def defaults_args(self) -> dict[str, Any]:
         return DEFAULTS.args(True) if self.scale.tiny else {}  # full scale: no argument at all, Ultralytics' own
 
+    def long_enough(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Train arguments that give a bounded run of ``args`` a valid steady window where one epoch is too short for
+        it: the profile's default steps (SETTLE + 3 x the prefetch queue: profiling/bounds.py) over the batches of an
+        epoch, as whole epochs, with no warm-up and no validation before the last epoch (so that the steps stay in
+        one steady phase and the workers do not refill their queue during a validation). At 20,000 images this is
+        batch 128 with 16 workers: 212 steps needed, 156 in an epoch."""
+        batch = int(args.get("batch", DEFAULTS.args(self.scale.tiny)["batch"]))
+        workers = int(args.get("workers", DEFAULTS.args(self.scale.tiny)["workers"]))
+        need, per_epoch = SETTLE + 3 * workers * PREFETCH, -(-self.scale.images // batch)
+        epochs = -(-need // per_epoch)
+        return {} if epochs <= self.scale.epochs else {"epochs": epochs, "warmup_epochs": 0, "val": False}
+
     def whole_defaults(self, run: Path) -> dict:
         return self.profile(run, self.defaults_args(), "--all", "--loader-seconds", "0", curve=True)
 
@@ -544,7 +557,8 @@ class Runner:
             (d / "run").mkdir(parents=True)
             cmd = [sys.executable, str(Path(__file__).resolve()), "_fix", str(d), "--reps", str(self.scale.reps),
                    *(["--unsafe"] if unsafe else []), *[x for t in self.tries for x in ("--try", t)], "--words",
-                   *words({**self.common(), **self.defaults_args()})]
+                   *words({**self.common(), **self.defaults_args(),
+                           **(self.long_enough(UNSAFE_REACH) if unsafe else {})})]
             self.detached = self.call(cmd, d / "fix-driver.out", d / "fix-driver.log", new_session=True)
             started = {"pid": self.detached.pid, "lease": self.machine["lease"], "started": today()}
             write_json(pid_file, started)
@@ -622,6 +636,7 @@ class Runner:
         cs = {c.name: c.args(self.scale.tiny) for c in grid(self.scale.tiny, self.names)}
         for name, args in self.plan_configs().items():
             cs[name] = args  # measured the same way as the grid, in the same sweep, even where a grid point equals it
+        cs = {n: {**a, **self.long_enough(a)} for n, a in cs.items()}
         return [Unit(n, "bounded-compiled" if a.get("compile") else "bounded",
                      lambda n=n, a=a: {"config": n, **self.bounded(self.work / "sweep" / n, a)}) for n, a in cs.items()]
 

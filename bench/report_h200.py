@@ -374,8 +374,9 @@ def body(res: dict) -> str:
         L += ["**TINY CPU SCALE: these figures exercise the pipeline; they are not the H200's.**", ""]
     L += [f"Scale: {scale.get('images')} train / {scale.get('val_images')} val images of {scale.get('size')} "
           f"(synthetic JPEG), {scale.get('model')}, imgsz {scale.get('imgsz')}, epochs={scale.get('epochs')} "
-          f"close_mosaic=0 (mosaic on, no warm-up), fix --reps {scale.get('reps')}. Report made {common.today()}. "
-          "Machines:",
+          f"close_mosaic=0 (mosaic on, no warm-up), fix --reps {scale.get('reps')}; a bounded run whose steady window "
+          "does not fit in one epoch (batch 128 with 16 workers, and fix-unsafe's trials) runs 2 epochs with "
+          f"warmup_epochs=0 val=False (its arguments say so). Report made {common.today()}. Machines:",
           machines(res), "", "| figure | goal | measured | met | how |", "|---|---|---|---|---|"]
     for part, x in f["fix"].items():
         ap = x.get("applied") or {}

@@ -336,3 +336,35 @@ def test_a_second_configuration_run_twice_is_recorded_beside_the_default_pair():
     assert "| spread of b64-w16-ro run twice | <= 5% | 1.2%" in text
     res["spread"]["units"]["spread-2"]["config"] = "b16-w8"  # an old pair of another configuration: not b64-w16's
     assert [x["config"] for x in rep.figures(res)["spreads"]] == ["b64-w16-ro"]
+
+
+def test_a_run_whose_window_does_not_fit_in_an_epoch_gets_whole_epochs_without_warmup(tmp_path, monkeypatch):
+    monkeypatch.setattr(hb, "machine", lambda: {"lease": "L", "host": "h", "gpu": None})
+    ns = namespace(tmp_path)
+    ns.scale = hb.Scale()  # 20,000 images
+    r = hb.Runner(ns)
+    # batch 128, 16 workers: 20 + 3 x 64 = 212 steps needed, 157 in an epoch
+    assert r.long_enough({"batch": 128, "workers": 16}) == {"epochs": 2, "warmup_epochs": 0, "val": False}
+    assert r.long_enough({"batch": 64, "workers": 16}) == {}  # 212 of 313
+    assert r.long_enough({}) == {}  # the defaults: batch 16, 8 workers
+    cmds = []
+
+    class Started(Exception):
+        pass
+
+    def call(cmd, *a, **k):
+        cmds.append(cmd)
+        raise Started
+
+    monkeypatch.setattr(r, "call", call)
+    for unsafe in (False, True):
+        with pytest.raises(Started):
+            r.fix("fix-unsafe" if unsafe else "fix-safe", unsafe)
+    assert "epochs=2" not in cmds[0] and "epochs=1" in cmds[0]
+    assert {"epochs=2", "warmup_epochs=0", "val=False"} <= set(cmds[1]) and "epochs=1" not in cmds[1]
+    seen = {}  # the sweep: only the batch-128 points get the extra epoch
+    monkeypatch.setattr(r, "bounded", lambda run, a, **k: seen.setdefault(run.name, a))
+    for u in r.units("sweep"):
+        u.fn()
+    assert seen["b128-w16-ro"]["epochs"] == 2 and seen["b128-w16-ro"]["compile"] == "reduce-overhead"
+    assert "epochs" not in seen["b64-w16"] and "epochs" not in seen["b16-w8"]
