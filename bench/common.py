@@ -45,11 +45,3 @@ def write_section(name: str, body: str) -> None:
 
 def today() -> str:
     return _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-
-
-def host_probe(reps: int = 5) -> dict[str, float | None]:
-    """The host's speed now (yolodoctor.profiling.hostprobe: a Python loop, a JPEG decode, a memory copy). Taken before
-    and after a benchmark unit, it tells a machine that got slower (a neighbour, the clock) from a run that did."""
-    from yolodoctor.profiling.hostprobe import measure
-
-    return measure(reps)

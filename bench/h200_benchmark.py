@@ -27,7 +27,7 @@ Bookkeeping: results are small JSON files, one per part, in --results (default b
 committed, so that a later session and a fresh machine skip what was finished); run directories, logs and the dataset
 live in --work (default bench/out/h200/, git-ignored). A record carries the machine (host, GPU, boot id = lease), its
 wall time and its digest (steady images/s, epochs, setup and first-step excess, per-optimizer-step loss for whole runs,
-a few diagnosis facts) and a host probe before and after it (common.host_probe: a Python loop, a JPEG decode, a memory
+a few diagnosis facts) and a host probe before and after it (probe(), yolodoctor/profiling/hostprobe.py: a Python loop, a JPEG decode, a memory
 copy - the host's own speed, to tell a machine that slowed from a run that did). `run` starts a unit only when the time it took before (or an estimate) fits in what is left
 of --budget-s, so a device command (10 minutes at most) ends cleanly; exit 3 means "call again". A unit cut off
 mid-way is redone from its start. Results of another scale are refused (the scale is stored with them).
@@ -74,8 +74,8 @@ bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm
   bash bench/h200_benchmark.sh spread       #  ~2 min: b64-w16 profiled twice
   bash bench/h200_benchmark.sh compile      #  ~6 min: eager ~1, cold ~3, warm ~2 (b64-w16 reduce-overhead)
 About 80 GPU minutes in all. Done 2026-12-03: dataset, loader, spread (twice: leases 4f4f4347 and 276019de, the
-second with the host probe and --py-spy 8), sweep 9 of 14 points. Left, ~3 sessions of ~20 usable minutes (a machine
-took ~9 minutes to start on 2026-12-03): (1) defaults fix-safe, (2) fix-unsafe, (3) the rest of the sweep, its plan
+second with the host probe and --py-spy 8), sweep 9 of 14 points. Left, ~3 sessions of ~20-25 usable minutes (four failed
+machine starts cost ~1.5 minutes each on 2026-12-03): (1) defaults fix-safe, (2) fix-unsafe, (3) the rest of the sweep, its plan
 points and the grid's best again on the plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/BEST`), then
 compile. Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
 the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
@@ -109,7 +109,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, host_probe, machine as describe_machine, today  # noqa: E402
+from common import ROOT, machine as describe_machine, today  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from yolodoctor.fixing.parity import opt_curve  # noqa: E402  (also what fix --verify's loss parity uses)
@@ -738,10 +738,13 @@ def run_parts(r: Runner, parts: list[str], budget_s: float) -> int:
     return 0
 
 
-def probe() -> dict[str, float] | None:
-    """common.host_probe, or None where it cannot run (the record is still made)."""
+def probe() -> dict[str, float | None]:
+    """The host's speed now (yolodoctor/profiling/hostprobe.py: a Python loop, a JPEG decode, a memory copy), or the
+    error that stopped it (the record is still made)."""
+    from yolodoctor.profiling.hostprobe import measure
+
     try:
-        return host_probe()
+        return measure()
     except Exception as e:  # noqa: BLE001 - a probe must not stop a benchmark
         return {"error": f"{type(e).__name__}: {e}"[:120]}
 

@@ -173,8 +173,9 @@ def spread_pairs(res: dict) -> dict[str, tuple[dict, dict]]:
 def spread_why(res: dict) -> list[str]:
     """Per run of the spread pair: where the step time went (host clock vs CUDA events), data wait, CPU, GPU."""
     out = []
-    for i in (1, 2):
-        r = units(res, "spread").get(f"spread-{i}") or {}
+    names = hb.spread_units(hb.SPREAD_DEFAULT)
+    for i, name in zip((1, 2), names):
+        r = units(res, "spread").get(name) or {}
         fa = r.get("facts") or {}
         out.append(f"run {i}: {fmt(r.get('steady_ips'), '.1f')} img/s, median step "
                    f"{fmt(1000 * r['step_s_median'] if r.get('step_s_median') else None, '.0f')} ms (GPU time by CUDA "
@@ -186,8 +187,8 @@ def spread_why(res: dict) -> list[str]:
                    + host_words(r))
         if pyspy_words(r):
             out.append(f"run {i}, " + pyspy_words(r))
-    a, b = (host_speed(units(res, "spread").get(f"spread-{i}")) for i in (1, 2))
-    r1, r2 = (units(res, "spread").get(f"spread-{i}") or {} for i in (1, 2))
+    r1, r2 = (units(res, "spread").get(n) or {} for n in names)
+    a, b = host_speed(r1), host_speed(r2)
     if a and b and r1.get("steady_ips") and r2.get("steady_ips"):
         out.append(f"run 2 / run 1: training rate x{r2['steady_ips'] / r1['steady_ips']:.2f}; the host probe's speed "
                    + ", ".join(f"{k} x{a[k] / b[k]:.2f}" for k in ("Python", "JPEG decode") if a.get(k) and b.get(k))
@@ -280,7 +281,7 @@ def sweep_table(res: dict) -> list[str]:
           if p and p.get("python_ms")]
     if ms:
         rows += ["", f"Host probe: the time of a fixed single-thread Python loop just before / after each run "
-                 f"(common.host_probe), {min(ms):.0f} to {max(ms):.0f} ms over these runs. A host-bound configuration "
+                 f"(yolodoctor/profiling/hostprobe.py), {min(ms):.0f} to {max(ms):.0f} ms over these runs. A host-bound configuration "
                  "(launch-bound: the GPU waits for the host's kernel launches, finding LA201) runs at the host's "
                  "speed, so compare two rows only where their probes agree, or through interleaved repeats "
                  "(`fix --verify`)."]

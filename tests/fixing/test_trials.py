@@ -108,6 +108,8 @@ def test_trial_with_injected_fault_is_rejected(profiled, fault, reason):
     v = {x["candidate"]: x for x in doc["trials"]["verdicts"]}
     assert not v["amp=False"]["kept"] and reason in v["amp=False"]["why"]
     assert v["baseline"]["median"] > 0
+    base = next(r for r in doc["trials"]["runs"] if r["candidate"] == "baseline")
+    assert base["host_ms"] > 0  # read off the trial's own profile (host_probe.before)
 
 
 def test_apply_rolls_back_when_the_plan_fails(profiled):

@@ -6,8 +6,8 @@ loader's prefetch queue. The baseline, each change alone and the whole plan run 
 then P ... c2 c1 B), so drift of the machine hits them alike. A change is kept when its median images/s beats the baseline's by more
 than NOISE_FACTOR times the larger of the two configurations' own spreads (and at least MIN_GAIN), its slowest
 repeat beats the baseline's fastest (ranges do not overlap), every one of its trials completed, and what ran is what was asked (no batch halved after OOM, no
-compile fallen back to eager). Before each trial the host's own speed is timed (profiling/hostprobe: a fixed Python
-loop); `host_spread` says how much the machine itself moved across the trials, which a shared machine does.
+compile fallen back to eager). Each trial's profile times the host's own speed just before it (profiling/hostprobe:
+a fixed Python loop); `host_spread` says how much the machine itself moved across the trials, which a shared machine does.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class TrialRun:
     window_valid: bool | None
     mismatch: list[str] = field(default_factory=list)
     loss_curve: list[tuple[int, float]] | None = None  # (images seen, per-image loss) per optimizer step
-    host_ms: float | None = None  # the host probe's Python loop, timed just before the trial (profiling/hostprobe)
+    host_ms: float | None = None  # the host probe's loop just before the trial (its profile's host_probe.before)
 
 
 @dataclass
@@ -212,7 +212,6 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
         # such as the page cache a previous trial warmed) falls on every candidate alike
         for c in (cands if rep % 2 == 0 else cands[::-1]):
             log(f"trial {rep + 1}/{reps}: {c.name}")
-            host = hostprobe.python_ms()
             run, prof = run_profile(None if command else dict(base_args), command=command, overrides=c.args,
                                     steps=steps, out=out_dir / f"{_slug(c.name)}-{rep + 1}", trace=False,
                                     loader_seconds=0, env_extra={**(base_env or {}), **c.env},
@@ -222,7 +221,7 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
             s = prof.summary or {}
             runs.append(TrialRun(c.name, rep, str(run), prof.status, prof.reason, s.get("images_per_s"),
                                  (s.get("window") or {}).get("valid"), mismatches(c.args, prof.settings or {}),
-                                 _loss_curve(run), host))
+                                 _loss_curve(run), ((prof.host_probe or {}).get("before") or {}).get("python_ms")))
     verdicts, spread, kept = judge(runs, cands)
     return TrialReport(runs, verdicts, spread, kept)
 
