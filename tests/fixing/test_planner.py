@@ -202,3 +202,27 @@ def test_unsafe_tries_and_unverified_unsafe_plans_are_refused_before_any_trainin
     # an unsafe plan (batch 128, bf16) is applied only after a loss-parity trial: --verify is required
     code, err = fix_cli(ROOT / "fixtures/profiles/h200-defaults", "--allow-unsafe", "--apply", "--yes")
     assert code == 2 and "--verify" in err and "batch=128" in err
+
+
+def test_gpu_side_changes_are_trialled_with_the_loader_ceiling_lifted():
+    # fix-safe on the H200 (bench/results/h200-benchmark/fix-safe.json, lease dd6bc160): batch 64 at 8 workers met
+    # the loader's 537 images/s, so batch=64+compile was trialled where compile could not show (532 vs 603 images/s)
+    from yolodoctor.fixing.trials import candidates
+
+    facts = dict(FACTS, **{"loader.capacity_images_per_s": 537.0, "settings.workers": 8.0, "run.epoch_s": 76.6,
+                           "run.images_per_epoch": 20000.0, "cpu.usable": 16.0})
+    finds = [finding("LA201", 57.5, batch=64), finding("LA202", 20.0, 130.0, compile="reduce-overhead"),
+             finding("CF201", 5.0, deterministic=False), finding("IO201", 3.0, cache="ram")]
+    p = plan(finds, dict(facts, **{"check.cache_ram_fits": True, "mem.available": 1e12}), SETTINGS)
+    by = {c.key: c for c in p.changes}
+    assert by["workers"].requires == ["batch"]
+    assert set(by["compile"].requires) == {"batch", "workers"} and by["deterministic"].requires == ["workers"]
+    assert "workers" not in by["batch"].requires and by["cache"].requires == []  # the loader side stays alone
+    cands = {c.name: c for c in candidates(p)}
+    ro = cands["batch=64+workers=14+compile=reduce-overhead"]
+    assert ro.args == {"batch": 64, "workers": 14, "compile": "reduce-overhead"}
+    assert ro.against == "batch=64+workers=14" and cands["batch=64+workers=14"].against == "batch=64"
+    assert cands["batch=64+workers=14+deterministic=False"].against == "batch=64+workers=14"
+    # no workers change (the loader keeps up): nothing is stacked on it
+    calm = plan(finds[:3], dict(facts, **{"loader.capacity_images_per_s": 5000.0}), SETTINGS)
+    assert "workers" not in calm.args and {c.key: c.requires for c in calm.changes}["deterministic"] == []

@@ -216,3 +216,93 @@ def test_the_host_probe_measures_something():
     m = hostprobe.measure(reps=1)
     assert m["python_ms"] > 0 and m["memcpy_gbps"] > 0 and m["jpeg_decode_ms"] > 0
     assert hostprobe.moved([10.0]) is None and hostprobe.moved([10.0, None, 12.0, True, 11.0]) == 12.0 / 10.0 - 1
+
+
+def test_the_noise_threshold_is_the_old_rule_at_two_repeats_and_narrows_with_more():
+    from yolodoctor.fixing.trials import MIN_GAIN, pairs_won, threshold
+
+    a, b = [200.0, 210.0], [100.0, 104.0]
+    assert abs(threshold(a, b) - 2 * 10 / 205) < 1e-3  # twice the larger relative range
+    assert abs(threshold(b, a) - threshold(a, b)) < 1e-12
+    # the same spread seen over four repeats each: a narrower threshold (range / d2(4), sqrt(1/4 + 1/4))
+    a4, b4 = [200.0, 210.0, 205.0, 203.0], [100.0, 104.0, 102.0, 101.0]
+    assert threshold(a4, b4) < 0.5 * threshold(a, b)
+    assert threshold([100.0, 100.0], [100.0, 100.0]) == MIN_GAIN and threshold([100.0], [90.0]) == MIN_GAIN
+    assert pairs_won([3, 4], [1, 2]) == 1.0 and pairs_won([2, 4], [1, 3]) == 0.75 and pairs_won([], [1]) == 0.0
+
+
+# fix-safe on the H200 (bench/results/h200-benchmark/fix-safe.json, lease dd6bc160): two repeats each, images/s
+H200 = {"baseline": [206.8, 256.1], "batch=64": [581.7, 623.4], "batch=64+compile=reduce-overhead": [461.9, 602.1],
+        "deterministic=False": [250.9, 276.0], "batch=64+workers=14": [787.5, 971.4], "plan": [1145.9, 967.9]}
+
+
+def h200_plan():
+    batch = Change("args", "batch", 16, 64, "LA201 t")
+    ro = Change("args", "compile", False, "reduce-overhead", "LA202 t", requires=["batch"])
+    det = Change("args", "deterministic", True, False, "CF201 t")
+    wk = Change("args", "workers", 8, 14, "planner t", requires=["batch"])
+    return Plan(changes=[batch, ro, det, wk])
+
+
+def test_the_recorded_h200_trials_are_judged_as_they_were():
+    cands = candidates(h200_plan())
+    rs = [r for name, vals in H200.items() for r in runs(name, vals)]
+    verdicts, spread, kept = judge(rs, cands)
+    v = {x.candidate: x for x in verdicts}
+    assert abs(spread - 0.2128) < 1e-3
+    assert [(c.key, c.after) for c in kept] == [("batch", 64), ("workers", 14)]
+    # compile at 8 workers (loader-capped) was slower than batch=64 alone: not a candidate for more repeats
+    assert not v["batch=64+compile=reduce-overhead"].kept and not v["batch=64+compile=reduce-overhead"].inconclusive
+    # deterministic=False: +13.8% within a 43% threshold - noise alone held it back, more repeats could decide
+    assert v["deterministic=False"].inconclusive and "noise threshold 42.6%" in v["deterministic=False"].why
+
+
+def trial_from(table):
+    """A trial runner that replays numbers: candidate -> list of images/s, one per repeat (in the order asked)."""
+    calls = []
+
+    def one(c, rep, run_dir):
+        calls.append((c.name, rep))
+        vals = table[c.name]
+        return TrialRun(c.name, rep, str(run_dir), "complete", None, vals[rep % len(vals)], True, [])
+    return one, calls
+
+
+def test_more_repeats_run_only_for_candidates_held_back_by_noise(tmp_path):
+    from yolodoctor.fixing.trials import run_trials
+
+    cands = candidates(plan_of(("cache", "ram"), ("amp", False)))
+    # cache=ram: +15% real gain under 8% noise - inconclusive at two repeats, decided at three; amp=False: no gain
+    table = {"baseline": [100, 108, 104, 101], "cache=ram": [116, 124, 118, 121], "amp=False": [101, 103],
+             "plan": [122, 118]}
+    one, calls = trial_from(table)
+    t = run_trials({}, plan_of(("cache", "ram"), ("amp", False)), out_dir=tmp_path, reps=2, max_reps=4, trial=one)
+    v = {x.candidate: x for x in t.verdicts}
+    two = judge([r for r in t.runs if r.rep < 2], cands)[0]
+    assert next(x for x in two if x.candidate == "cache=ram").inconclusive  # undecided after two repeats
+    assert v["cache=ram"].kept and v["cache=ram"].runs == 3 and [c.key for c in t.kept] == ["cache"]
+    assert v["amp=False"].runs == 2 and v["plan"].runs == 2 and v["baseline"].runs == 3
+    # the extra round holds only the undecided candidate and the baseline, and stops once it is decided
+    assert calls[8:] == [("baseline", 2), ("cache=ram", 2)]
+    # undecided for longer: the rounds go on in alternating order (ABBA) up to max_reps
+    slow = dict(table, **{"cache=ram": [116, 124, 107, 108]})
+    one3, calls3 = trial_from(slow)
+    run_trials({}, plan_of(("cache", "ram"), ("amp", False)), out_dir=tmp_path, reps=2, max_reps=4, trial=one3)
+    assert calls3[8:] == [("baseline", 2), ("cache=ram", 2), ("cache=ram", 3), ("baseline", 3)]
+    # max_reps = reps: no extra round, the candidate stays undecided and is not kept
+    one2, calls2 = trial_from(table)
+    t2 = run_trials({}, plan_of(("cache", "ram"), ("amp", False)), out_dir=tmp_path, reps=2, trial=one2)
+    assert len(calls2) == 8 and not {x.candidate: x for x in t2.verdicts}["cache=ram"].kept
+
+
+def test_with_more_repeats_a_candidate_must_win_most_pairs():
+    cands = candidates(plan_of(("cache", "ram")))
+    rs = runs("baseline", [100, 101, 99, 130]) + runs("cache=ram", [125, 126, 127, 98])
+    v = {x.candidate: x for x in judge(rs, cands)[0]}
+    # +24.9% median clears the threshold, but one fast baseline and one slow candidate: 9 of 16 pairs won
+    assert not v["cache=ram"].kept and v["cache=ram"].inconclusive
+    assert "only 56% of the pairs of repeats (needs 80%)" in v["cache=ram"].why
+    rs2 = runs("baseline", [100, 101, 99, 130]) + runs("cache=ram", [135, 136, 137, 98])  # 12 of 16 (75%)
+    assert not {x.candidate: x for x in judge(rs2, cands)[0]}["cache=ram"].kept
+    rs3 = runs("baseline", [100, 101, 99, 130]) + runs("cache=ram", [135, 136, 137, 131])  # 16 of 16
+    assert {x.candidate: x for x in judge(rs3, cands)[0]}["cache=ram"].kept

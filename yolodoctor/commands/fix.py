@@ -38,7 +38,8 @@ def user_candidates(words: list[str], settings: dict[str, Any]):
 
 
 def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=None, verify: bool = False,
-        apply: bool = False, tries: list[str] | None = None, reps: int = 2, yes: bool = False) -> int:
+        apply: bool = False, tries: list[str] | None = None, reps: int = 2, max_reps: int | None = None,
+        yes: bool = False) -> int:
     from yolodoctor.cli import stderr_console, stdout_console
     from yolodoctor.diagnosis.diagnose import diagnose
     from yolodoctor.fixing.planner import cuda_graphs_refusal, plan as make_plan
@@ -83,7 +84,7 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
         from yolodoctor.fixing.trials import run_trials
 
         trials = run_trials(dict(replay), p, out_dir=_fresh(run_dir.parent / f"trials-{run_dir.name}"), reps=reps,
-                            log=log, command=command)
+                            max_reps=max(max_reps or reps, reps), log=log, command=command)
         chosen = trials.kept
     applied = _apply(replay, chosen, run_dir, log, command) if apply else None
     if as_json:
@@ -181,4 +182,4 @@ def _print_trials(out, t) -> None:
         out.print(f"[yellow]The machine's own speed moved {hs:.0%} across the trials (a fixed Python loop timed before "
                   f"each took {min(ms):.0f} to {max(ms):.0f} ms): on a shared machine a small gain or loss can be the "
                   "machine's, not the change's. The interleaved order spreads it over every candidate; more --reps "
-                  "narrow it.[/]")
+                  "(or --max-reps) narrow it.[/]")

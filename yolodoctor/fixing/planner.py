@@ -32,6 +32,8 @@ from typing import Any
 from yolodoctor.findings import Finding
 
 MEMORY_CEILING = 0.8
+# changes that move the loader's ceiling, not the GPU side's; "val" moves neither (it is not in a steady window)
+LOADER_SIDE = {"workers", "cache", "val"}
 PREFETCH_FACTOR = 4
 # What a plan may change; nothing else reaches a relaunched training (DESIGN.md section 3, issue 5).
 ALLOWED = {
@@ -220,7 +222,8 @@ def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -
     estimated saving)) exceeds 90% of the loader's measured capacity, plan enough workers for 1.1x the projection
     at the measured rate per worker, at most the usable cores minus 2 (the training thread and the pin-memory thread
     keep a core: DL205), within /dev/shm. The change requires the one that creates the demand, so its trial runs on
-    top of it."""
+    top of it; and the plan's other GPU-side changes (compile, precision, determinism, torch flags) require it in
+    turn, so that each is trialled where the loader's ceiling does not hide its gain."""
     if facts.get("run.device") != "cuda":
         return
     cap, now = facts.get("loader.capacity_images_per_s"), facts.get("settings.workers")
@@ -249,6 +252,24 @@ def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -
                      f"workers deliver {cap:.0f} alone, {per_worker:.0f} each"),
                requires=[driver.key] if driver.kind == "args" else [])
     p.changes.append(c)
+    # the plan's other GPU-side changes are trialled with the loader's ceiling lifted: on the H200 (lease dd6bc160)
+    # batch=64+compile at 8 workers ran into the 537 images/s the loader delivers, so compile showed no gain there,
+    # while batch 64 with 16 workers ran 861 images/s compiled and 660 eager (bench/results/h200-benchmark)
+    under = {d.key for d in requirements(c, p.changes)} | {c.key}
+    for x in p.changes:
+        if x is not driver and x is not c and x.key not in LOADER_SIDE | under and c.key not in x.requires:
+            x.requires = [*x.requires, c.key]
+
+
+def requirements(c: Change, changes: list[Change], seen: tuple = ()) -> list[Change]:
+    """The changes ``c`` requires, and theirs, in plan order (a cycle stops where it closes)."""
+    out: list[Change] = []
+    for d in changes:
+        if d is not c and d.key in c.requires and d.key not in seen:
+            for x in [*requirements(d, changes, (*seen, c.key)), d]:
+                if all(x is not y for y in out):
+                    out.append(x)
+    return out
 
 
 def accumulate(nbs: float, batch: float) -> int:
