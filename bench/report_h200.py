@@ -66,8 +66,12 @@ def defaults_for(res: dict, rec: dict | None) -> dict | None:
     return next((r for r in cands if lease(r) == lease(rec)), cands[0] if cands else None)
 
 
-def best_swept(res: dict) -> dict | None:
-    runs = [r for n, r in units(res, "sweep").items() if not n.startswith("plan-") and ok(r)]
+def best_swept(res: dict, safe: bool = False) -> dict | None:
+    """The fastest grid point; ``safe``: among those a safe plan may reach (batch at most nbs=64, so the effective
+    batch stays 64, and no bf16: DESIGN.md section 3 calls both changes to training)."""
+    runs = [r for n, r in units(res, "sweep").items() if not n.startswith("plan-") and ok(r)
+            and (not safe or ((r.get("args") or {}).get("batch", 16) <= 64
+                              and (r.get("args") or {}).get("amp") not in ("bf16",)))]
     return max(runs, key=lambda r: r["steady_ips"]) if runs else None
 
 
@@ -135,15 +139,16 @@ def figures(res: dict) -> dict[str, Any]:
             if td and tp:
                 f["planned"] = {"defaults": td, "plan": tp, "saved_s": td["total_s"] - tp["total_s"]}
         sw = units(res, "sweep").get("plan-" + part[4:])
-        if best and ok(sw):
-            r = sw["steady_ips"] / best["steady_ips"]
-            f["vs_best"] = {"ratio": r, "how": "sweep (bounded, like the grid)", "machines": same_machine(sw, best),
-                            "met": r >= GOAL_BEST}
-        elif best and ok(applied):
-            f["vs_best"] = {"ratio": applied["steady_ips"] / best["steady_ips"],
-                            "how": "applied whole run vs bounded grid run (plan not yet in the sweep)",
-                            "machines": same_machine(applied, best),
-                            "met": applied["steady_ips"] / best["steady_ips"] >= GOAL_BEST}
+        for key, top in (("vs_best", best), ("vs_best_safe", best_swept(res, safe=True) if part == "fix-safe"
+                                             else None)):
+            if top and ok(sw):
+                r = sw["steady_ips"] / top["steady_ips"]
+                f[key] = {"ratio": r, "how": "sweep (bounded, like the grid)", "machines": same_machine(sw, top),
+                          "met": r >= GOAL_BEST, "best": top["config"]}
+            elif top and ok(applied):
+                r = applied["steady_ips"] / top["steady_ips"]
+                f[key] = {"ratio": r, "how": "applied whole run vs bounded grid run (plan not yet in the sweep)",
+                          "machines": same_machine(applied, top), "met": r >= GOAL_BEST, "best": top["config"]}
         f["loss"] = loss_parity(res, d, applied)
         out["fix"][part] = f
     out["spreads"] = []
@@ -336,13 +341,13 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
     st, fa = run.get("settings") or {}, run.get("facts") or {}
     out = []
     w, b, cache = st.get("workers"), st.get("batch"), st.get("cache")
-    cap = next((r.get("images_per_s") for r in units(res, "loader").values()
-                if r.get("workers") == w and r.get("batch") == b and bool((r.get("args") or {}).get("cache")) ==
-                bool(cache) and r.get("images_per_s")), None)
-    src = "loader part"
+    # the applied run measured its own loader (its workers, batch and cache) after its steps; else the loader part
+    cap, src = fa.get("loader.capacity_images_per_s"), "measured by the applied run after its steps"
     if cap is None:
-        cap, src = ((fx.get("profile") or {}).get("facts") or {}).get("loader.capacity_images_per_s"), \
-            "the defaults' profile (its workers and batch)"
+        cap = next((r.get("images_per_s") for r in units(res, "loader").values()
+                    if r.get("workers") == w and r.get("batch") == b and bool((r.get("args") or {}).get("cache")) ==
+                    bool(cache) and r.get("images_per_s")), None)
+        src = f"loader part, lease {lease(next(iter(units(res, 'loader').values()), None))}"
     ips = run.get("steady_ips")
     if ips and cap:
         out.append(f"loader: the applied run consumed {ips:.0f} img/s; the loader alone delivers {cap:.0f} img/s "
@@ -355,6 +360,22 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
                f"excess {fmt(run.get('first_steps_excess_s'))} s (compile part: cold "
                f"{fmt(units(res, 'compile').get('compile', {}).get('cost_cold_s'))} s, warm "
                f"{fmt(units(res, 'compile').get('compile', {}).get('cost_warm_s'))} s)")
+    tr = fx.get("trials") or {}
+    kept = set(fx.get("kept") or {})
+    verdicts = {v["candidate"]: v for v in tr.get("verdicts", [])}
+    dropped = [(c, v) for c in fx.get("plan", []) if c["key"] not in kept
+               for v in [next((v for n, v in verdicts.items() if n.endswith(f"{c['key']}={c['after']}")), None)] if v]
+    if dropped:
+        out.append("trials: not kept " + "; ".join(f"{c['key']}={c['after']!r} ({v['candidate']}: {v['why']})"
+                                                    for c, v in dropped))
+        whole = verdicts.get("plan")
+        mine = next((v for n, v in verdicts.items() if n != "plan" and set(
+            x.split("=")[0] for x in n.split("+")) == kept), None)
+        if whole and mine and whole.get("median") and mine.get("median"):
+            out.append(f"trials: the whole plan ran {whole['median']:.0f} img/s (median), what was kept "
+                       f"({mine['candidate']}) {mine['median']:.0f}: {whole['median'] / mine['median'] - 1:+.0%}, "
+                       f"under a baseline spread of {fmt(tr.get('baseline_spread'), '.0%')} over "
+                       f"{whole.get('runs')} repeats")
     best = best_swept(res)
     if best:
         plan_args = {**hb.DEFAULTS.args(), **(fx.get("applied") or {}).get("args", {})}
@@ -387,9 +408,12 @@ def body(res: dict) -> str:
                  + (f" (rolled back: {ap.get('rollback_reason')})" if ap.get("rolled_back") else "")
                  + (f"; trials ({x['trial_ratio'][0]} vs baseline, bounded): {x['trial_ratio'][1]:.2f}x"
                     if x.get("trial_ratio") else "") + " |")
-        vb = x.get("vs_best") or {}
-        L.append(f"| {part}: plan / best swept | >= {GOAL_BEST:.0%} | {fmt(vb.get('ratio'), '.0%')} | "
-                 f"{_yn(vb.get('met'))} | {vb.get('how', 'not measured')}, {vb.get('machines', '')} |")
+        for key, what in (("vs_best", "best swept"), ("vs_best_safe", "best safe swept")):
+            vb = x.get(key) or {}
+            if key == "vs_best" or vb:
+                L.append(f"| {part}: plan / {what}{' (' + vb['best'] + ')' if vb.get('best') else ''} | >= "
+                         f"{GOAL_BEST:.0%} | {fmt(vb.get('ratio'), '.0%')} | {_yn(vb.get('met'))} | "
+                         f"{vb.get('how', 'not measured')}, {vb.get('machines', '')} |")
         p = x.get("planned")
         if p:
             L.append(f"| {part}: time saved over {PLANNED_EPOCHS} epochs | - | {p['saved_s'] / 3600:.2f} h "

@@ -219,6 +219,9 @@ def test_figures_ratios_goals_and_the_100_epoch_time():
     assert unsafe["ratio"] == pytest.approx(3.9) and not unsafe["met"]
     assert safe["vs_best"]["ratio"] == pytest.approx(0.9) and safe["vs_best"]["met"]
     assert not unsafe["vs_best"]["met"] and f["best_swept"] == {"name": "b128-w16-ro", "ips": 1000.0}
+    # a safe plan is also held against the best configuration it may reach (batch <= 64, no bf16)
+    assert safe["vs_best_safe"]["best"] == "b16-w8" and safe["vs_best_safe"]["ratio"] == pytest.approx(900 / 210)
+    assert "vs_best_safe" not in unsafe
     assert safe["trial_ratio"] == ("batch=64", pytest.approx(3.8))
     p = safe["planned"]
     assert p["defaults"]["total_s"] == pytest.approx(22 + 100 * (20000 / 200 + 10))
@@ -252,6 +255,22 @@ def test_report_explains_a_missed_goal_and_writes_its_section(tmp_path, monkeypa
         hb.write_json(d / f"{part}.json", doc)
     text = rep.body(hb.load_results(d))
     assert "Why fix-unsafe missed a goal" in text and "Why fix-safe missed" not in text
+    # what the trials did not keep, and the whole plan against what was kept (fix-safe on the H200, lease dd6bc160)
+    res = results()
+    fx = res["fix-safe"]["units"]["fix"]
+    fx["plan"].append({"kind": "args", "key": "compile", "before": False, "after": "reduce-overhead",
+                       "safety": "safe", "reason": "LA202"})
+    fx["trials"]["verdicts"] += [{"candidate": "batch=64+compile=reduce-overhead", "median": 532.0,
+                                  "why": "-11.7% is within the noise threshold 52.7%"},
+                                 {"candidate": "plan", "median": 1057.0, "runs": 2}]
+    fx["trials"]["baseline_spread"] = 0.213
+    fx["applied_run"]["facts"] = {"loader.capacity_images_per_s": 1010.0}
+    lines = rep.explain(res, "fix-safe", rep.figures(res)["fix"]["fix-safe"])
+    assert ("trials: not kept compile='reduce-overhead' (batch=64+compile=reduce-overhead: -11.7% is within the "
+            "noise threshold 52.7%)") in lines
+    assert ("trials: the whole plan ran 1057 img/s (median), what was kept (batch=64) 760: +39%, under a baseline "
+            "spread of 21% over 2 repeats") in lines
+    assert lines[0].startswith("loader: the applied run consumed 760 img/s; the loader alone delivers 1010 img/s")
     assert "### Trials of fix-safe" in text and "| batch=64 |" in text and "bash bench/h200_benchmark.sh" in text
     monkeypatch.setattr(common, "BENCHMARKS", tmp_path / "BENCHMARKS.md")
     assert rep.main(["--results", str(d), "--write"]) == 0
