@@ -74,8 +74,10 @@ bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm
   bash bench/h200_benchmark.sh spread       #  ~2 min: b64-w16 profiled twice
   bash bench/h200_benchmark.sh compile      #  ~6 min: eager ~1, cold ~3, warm ~2 (b64-w16 reduce-overhead)
 About 80 GPU minutes in all. Done 2026-12-03: dataset, loader, spread (twice: leases 4f4f4347 and 276019de, the
-second with the host probe and --py-spy 8), sweep 9 of 14 points. Left, ~3 sessions of ~20-25 usable minutes (four failed
-machine starts cost ~1.5 minutes each on 2026-12-03): (1) defaults fix-safe, (2) fix-unsafe, (3) the rest of the sweep, its plan
+second with the host probe and --py-spy 8), sweep 11 of 14 points, defaults and fix-safe (lease dd6bc160, with the
+trial rules before the GPU-side-on-top-of-workers and --max-reps changes). Left, ~3 sessions of ~20-25 usable minutes:
+(1) fix-safe again with the current trials (`bash bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`, ~25 min
+with its own defaults run on a new machine; the extra repeats add ~3-6 trials), (2) fix-unsafe, (3) the rest of the sweep, its plan
 points and the grid's best again on the plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/BEST`), then
 compile. Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
 the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
@@ -87,7 +89,7 @@ conclude" - an artefact of one-epoch runs, not what a user's 100-epoch run sees.
 run whose window does not fit in one epoch runs whole epochs (2 here) with warmup_epochs=0 and val=False (warm-up lasts
 min(3, epochs - 1) epochs in Ultralytics 8.4.190; the recorder restarts its wait clock at each epoch start; without
 a validation between the epochs the workers cannot refill their queue); fix-unsafe profiles the defaults that way, so
-that its trials inherit it. sweep/b128-w16 (recorded 'short' before this) must be redone: `--redo sweep/b128-w16`.
+that its trials inherit it. sweep/b128-w16 (recorded 'short' before this) was redone on lease dd6bc160 (valid).
 py-spy (--py-spy): carry its wheel and put /tmp/site/bin on PATH; room in the 64 MiB carry comes from leaving out
 textual's and mdit-py-plugins' wheels (the monitor's); prompt_toolkit and wcwidth stay (the CEL package imports them).
 """
