@@ -35,7 +35,9 @@ if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then
   else  # a results folder named by hand keeps its own name
     tar czf "$OUT/h200-results.tgz" "${RESULTS%/}"
   fi
-  find "$WORK" \( -name '*.log' -o -name '*.pyspy.*.txt' \) -size -4M -not -path '*/ul/*' | tar czf "$OUT/h200-logs.tgz" -T -
+  # step events too (fix trials, sweep points): how a rate measured over a few seconds varies within one run
+  find "$WORK" \( -name '*.log' -o -name '*.pyspy.*.txt' -o -name 'events.jsonl' \) -size -4M -not -path '*/ul/*' \
+    | tar czf "$OUT/h200-logs.tgz" -T -
   ls -l "$OUT"
 fi
 python3 bench/report_h200.py --results "$RESULTS" | sed -n '/^| figure/,/^$/p'
