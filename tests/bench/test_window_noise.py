@@ -1,0 +1,30 @@
+"""bench/window_noise.py: windows of step time, and the within-run spread of a recorded H200 profile."""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import window_noise as wn  # noqa: E402
+
+
+def step(i, images=8, compute=0.5, wait=0.0):
+    return {"step": i, "n": i, "images": images, "compute": compute, "wait": wait}
+
+
+def test_windows_cut_step_time_into_consecutive_lengths():
+    steps = [step(i) for i in range(5)] + [step(5, compute=1.0, wait=1.0)]
+    assert wn.windows(steps, 1.0) == [16.0, 16.0, 16 / 2.5]  # the last window holds the half step and the slow one
+    assert wn.windows(steps[:5], 1.0) == [16.0, 16.0]  # a last window shorter than 1 s is dropped
+    assert wn.windows(steps, 10.0) == []
+
+
+def test_a_recorded_h200_profile_has_little_spread_within_the_run(tmp_path, capsys):
+    run = ROOT / "fixtures/profiles/h200-b64w16-reduce-overhead"
+    assert wn.runs_under([run.parent]).count(run) == 1
+    r = wn.analyse(run, (1.0, 4.0))
+    assert r["steps"] == 128 and 850 < r["rate"] < 1000  # 2 x 16 workers x 4 steps after 20 + 64
+    assert r["by_window"][1.0]["n"] > r["by_window"][4.0]["n"] >= 2
+    assert r["by_window"][1.0]["cv"] < 0.1  # CUDA graphs: steady to a few per cent within the run
+    assert wn.main([str(run), "--seconds", "1"]) == 0 and "h200-b64w16-reduce-overhead | 128 |" in capsys.readouterr().out
+    assert wn.main([str(tmp_path)]) == 2
