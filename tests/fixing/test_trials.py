@@ -307,3 +307,27 @@ def test_with_more_repeats_a_candidate_must_win_most_pairs():
     assert not {x.candidate: x for x in judge(rs2, cands)[0]}["cache=ram"].kept
     rs3 = runs("baseline", [100, 101, 99, 130]) + runs("cache=ram", [135, 136, 137, 131])  # 16 of 16
     assert {x.candidate: x for x in judge(rs3, cands)[0]}["cache=ram"].kept
+
+
+def test_fix_verify_passes_its_repeat_options_to_the_trials(tmp_path, monkeypatch):
+    import shutil
+
+    from click.testing import CliRunner
+
+    import yolodoctor.fixing.trials as trials
+    from yolodoctor.cli import cli
+
+    run = tmp_path / "h200-defaults"
+    shutil.copytree(ROOT / "fixtures/profiles/h200-defaults", run)
+    seen = {}
+
+    def fake(base_args, plan, **kw):
+        seen.update(kw, changes=[c.key for c in plan.changes])
+        return trials.TrialReport([], [], None, [])
+    monkeypatch.setattr(trials, "run_trials", fake)
+    for extra, want in (([], (2, 4)), (["--reps", "3", "--max-reps", "5"], (3, 5)), (["--reps", "3", "--max-reps", "2"],
+                                                                                      (3, 3))):
+        r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--yes", "--json", *extra])
+        assert r.exit_code == 0, r.output
+        assert (seen["reps"], seen["max_reps"]) == want and seen["changes"]
+    assert CliRunner().invoke(cli, ["fix", str(run), "--verify", "--max-reps", "0"]).exit_code == 2
