@@ -102,16 +102,22 @@ def loss_parity(res: dict, defaults: dict | None, applied: dict | None) -> dict 
     return g
 
 
+def holding(fx: dict, keys: set[str]) -> dict | None:
+    """The trial verdict of the candidate whose changes are exactly ``keys`` (the whole plan's for all of them)."""
+    verdicts = (fx.get("trials") or {}).get("verdicts", [])
+    if keys and keys == {c["key"] for c in fx.get("plan", [])}:
+        return next((v for v in verdicts if v["candidate"] == "plan"), None) or next(
+            (v for v in verdicts if {x.split("=")[0] for x in v["candidate"].split("+")} == keys), None)
+    return next((v for v in verdicts if v["candidate"] not in ("baseline", "plan")
+                 and {x.split("=")[0] for x in v["candidate"].split("+")} == keys), None) if keys else None
+
+
 def trial_ratio(fx: dict) -> tuple[str, float] | None:
     """The trials' own (bounded, interleaved) ratio for the set of changes that was kept, where one candidate is it."""
-    kept = set(fx.get("kept") or {})
-    verdicts = {v["candidate"]: v for v in (fx.get("trials") or {}).get("verdicts", [])}
-    base = (verdicts.get("baseline") or {}).get("median")
-    plan_keys = {c["key"] for c in fx.get("plan", [])}
-    name = "plan" if kept and kept == plan_keys and "plan" in verdicts else (
-        next((n for n in verdicts if len(kept) == 1 and n.startswith(f"{next(iter(kept))}=")), None))
-    v = verdicts.get(name) if name else None
-    return (name, v["median"] / base) if v and v.get("median") and base else None
+    base = next((v.get("median") for v in (fx.get("trials") or {}).get("verdicts", [])
+                 if v["candidate"] == "baseline"), None)
+    v = holding(fx, set(fx.get("kept") or {}))
+    return (v["candidate"], v["median"] / base) if v and v.get("median") and base else None
 
 
 # ---------------------------------------------------------------------------------------------------------- figures
@@ -368,9 +374,7 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
     if dropped:
         out.append("trials: not kept " + "; ".join(f"{c['key']}={c['after']!r} ({v['candidate']}: {v['why']})"
                                                     for c, v in dropped))
-        whole = verdicts.get("plan")
-        mine = next((v for n, v in verdicts.items() if n != "plan" and set(
-            x.split("=")[0] for x in n.split("+")) == kept), None)
+        whole, mine = verdicts.get("plan"), holding(fx, kept)
         if whole and mine and whole.get("median") and mine.get("median"):
             out.append(f"trials: the whole plan ran {whole['median']:.0f} img/s (median), what was kept "
                        f"({mine['candidate']}) {mine['median']:.0f}: {whole['median'] / mine['median'] - 1:+.0%}, "

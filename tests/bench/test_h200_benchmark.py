@@ -387,3 +387,18 @@ def test_a_run_whose_window_does_not_fit_in_an_epoch_gets_whole_epochs_without_w
         u.fn()
     assert seen["b128-w16-ro"]["epochs"] == 2 and seen["b128-w16-ro"]["compile"] == "reduce-overhead"
     assert "epochs" not in seen["b64-w16"] and "epochs" not in seen["b16-w8"]
+
+
+def test_the_trials_ratio_is_read_off_the_candidate_holding_exactly_what_was_kept():
+    fx = {"plan": [{"key": k} for k in ("batch", "compile", "deterministic", "workers")],
+          "kept": {"batch": 64, "workers": 14, "compile": "reduce-overhead"},
+          "trials": {"verdicts": [{"candidate": "baseline", "median": 250.0},
+                                  {"candidate": "batch=64", "median": 600.0},
+                                  {"candidate": "batch=64+workers=14", "median": 880.0},
+                                  {"candidate": "batch=64+workers=14+compile=reduce-overhead", "median": 1000.0},
+                                  {"candidate": "plan", "median": 1050.0}]}}
+    assert rep.trial_ratio(fx) == ("batch=64+workers=14+compile=reduce-overhead", pytest.approx(4.0))
+    fx["kept"]["deterministic"] = False  # everything kept: the whole plan's trial
+    assert rep.trial_ratio(fx) == ("plan", pytest.approx(4.2))
+    fx["kept"] = {"workers": 14}  # no candidate holds workers alone
+    assert rep.trial_ratio(fx) is None

@@ -283,7 +283,8 @@ def test_more_repeats_run_only_for_candidates_held_back_by_noise(tmp_path):
     assert next(x for x in two if x.candidate == "cache=ram").inconclusive  # undecided after two repeats
     assert v["cache=ram"].kept and v["cache=ram"].runs == 3 and [c.key for c in t.kept] == ["cache"]
     assert v["amp=False"].runs == 2 and v["plan"].runs == 2 and v["baseline"].runs == 3
-    # the extra round holds only the undecided candidate and the baseline, and stops once it is decided
+    # the extra round holds only the undecided candidate and its reference (here the baseline), and stops once
+    # it is decided
     assert calls[8:] == [("baseline", 2), ("cache=ram", 2)]
     # undecided for longer: the rounds go on in alternating order (ABBA) up to max_reps
     slow = dict(table, **{"cache=ram": [116, 124, 107, 108]})
@@ -294,6 +295,25 @@ def test_more_repeats_run_only_for_candidates_held_back_by_noise(tmp_path):
     one2, calls2 = trial_from(table)
     t2 = run_trials({}, plan_of(("cache", "ram"), ("amp", False)), out_dir=tmp_path, reps=2, trial=one2)
     assert len(calls2) == 8 and not {x.candidate: x for x in t2.verdicts}["cache=ram"].kept
+
+
+def test_extra_repeats_hold_the_undecided_candidate_and_its_own_reference(tmp_path):
+    # the issue-6 plan as the planner now builds it: compile on top of batch and workers, judged against them
+    from yolodoctor.fixing.trials import run_trials
+
+    batch = Change("args", "batch", 16, 64, "LA201 t")
+    ro = Change("args", "compile", False, "reduce-overhead", "LA202 t", requires=["batch", "workers"])
+    wk = Change("args", "workers", 8, 14, "planner t", requires=["batch"])
+    plan = Plan(changes=[batch, ro, wk])
+    names = [c.name for c in candidates(plan)]
+    assert names == ["baseline", "batch=64", "batch=64+workers=14+compile=reduce-overhead", "batch=64+workers=14"]
+    table = {"baseline": [231, 232], "batch=64": [600, 605], names[3]: [800, 960, 870, 900],
+             names[2]: [1000, 1150, 1060, 1090]}
+    one, calls = trial_from(table)
+    t = run_trials({}, plan, out_dir=tmp_path, reps=2, max_reps=4, trial=one)
+    assert {c for c, _ in calls[8:]} == {names[2], names[3]}  # no baseline: compile is judged against batch+workers
+    v = {x.candidate: x for x in t.verdicts}
+    assert v[names[2]].runs == 3 and v[names[2]].kept and {c.key for c in t.kept} == {"batch", "workers", "compile"}
 
 
 def test_with_more_repeats_a_candidate_must_win_most_pairs():

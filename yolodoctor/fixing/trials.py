@@ -16,7 +16,7 @@ each, the candidate's slowest must beat the reference's fastest; with more, it m
 (candidate, reference) pairs.
 
 More repeats where they decide something: after ``reps`` rounds, a candidate held back by noise alone (a gain above
-MIN_GAIN that does not clear the threshold or the pairs) is run again with its reference and the baseline, one
+MIN_GAIN that does not clear the threshold or the pairs) is run again with its reference, one
 round at a time in alternating order, until it is decided or ``max_reps`` repeats are reached (issue 6: on the H200
 the host's own speed is bimodal, and two repeats of a 21%-spread baseline set a 43% threshold that hid a compile
 gain of ~20-30%). Each trial's profile times the host's own speed just before it (profiling/hostprobe: a fixed
@@ -236,12 +236,11 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
 
 
 def undecided(verdicts: list[Verdict], cands: list[Candidate]) -> list[Candidate]:
-    """The candidates to run once more: each one held back by noise alone, its reference and the baseline (not the
-    whole plan's: it is never kept wholesale, its verdict only says what all the changes together do)."""
+    """The candidates to run once more: each one held back by noise alone, with the reference it is judged against
+    (the baseline only where it is that reference; not the whole plan: it is never kept wholesale, its verdict only
+    says what all the changes together do)."""
     names = {v.candidate for v in verdicts if v.inconclusive and v.candidate != "plan"}
-    if not names:
-        return []
-    names |= {c.against for c in cands if c.name in names} | {"baseline"}
+    names |= {c.against for c in cands if c.name in names}
     return [c for c in cands if c.name in names]
 
 
