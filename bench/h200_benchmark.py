@@ -64,8 +64,9 @@ GPU minutes at full scale, estimated from BENCHMARKS.md (defaults ~190-240 img/s
 bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm compile):
   bash bench/h200_benchmark.sh dataset      #  ~1.5 min: 22,000 JPEGs on 16 cores (any part makes it first if missing)
   bash bench/h200_benchmark.sh defaults     #  ~2.5 min: one epoch of 20,000 images at ~200 img/s, validation, setup
-  bash bench/h200_benchmark.sh fix-safe     # ~17 min, 2-3 commands: profile ~1.2, 12 trials ~13 (baseline, batch 64,
-                                            #   +compile, +workers, deterministic, plan; one cold compile), epoch ~2.5
+  bash bench/h200_benchmark.sh fix-safe     # ~14-20 min, 2-3 commands (14 min measured on lease dd6bc160: profile,
+                                            #   12 trials of ~55 s, the applied epoch), plus up to ~6 trials where noise
+                                            #   leaves a change undecided (fix --max-reps 4), +3 for its defaults run
   bash bench/h200_benchmark.sh fix-unsafe   # ~21 min, 3 commands: 16 trials (as fix-safe at batch 128, plus bf16 and
                                             #   the batch-64 fallback); +2.5 for a defaults run when none was
                                             #   recorded on this machine (applied/defaults stays within one)
