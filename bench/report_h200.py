@@ -67,12 +67,19 @@ def defaults_for(res: dict, rec: dict | None) -> dict | None:
 
 
 def best_swept(res: dict, safe: bool = False) -> dict | None:
-    """The fastest grid point; ``safe``: among those a safe plan may reach (batch at most nbs=64, so the effective
-    batch stays 64, and no bf16: DESIGN.md section 3 calls both changes to training)."""
+    """The fastest grid point; ``safe``: among those a safe plan may reach (the effective batch stays nbs=64 and the
+    precision stays fp16 AMP: DESIGN.md section 3 calls either change a change to training; the planner's own rule)."""
     runs = [r for n, r in units(res, "sweep").items() if not n.startswith("plan-") and ok(r)
-            and (not safe or ((r.get("args") or {}).get("batch", 16) <= 64
-                              and (r.get("args") or {}).get("amp") not in ("bf16",)))]
+            and (not safe or _safe(r.get("args") or {}))]
     return max(runs, key=lambda r: r["steady_ips"]) if runs else None
+
+
+def _safe(args: dict) -> bool:
+    from yolodoctor.fixing.planner import Change, changes_training
+
+    before = {"batch": 16, "amp": True, "nbs": 64}  # Ultralytics' defaults, where the benchmark starts
+    return not any(changes_training(Change("args", k, v, args[k], "sweep"), 64.0) for k, v in before.items()
+                   if k in args)
 
 
 def planned_time(run: dict, epochs: int = PLANNED_EPOCHS) -> dict[str, float] | None:
@@ -102,21 +109,24 @@ def loss_parity(res: dict, defaults: dict | None, applied: dict | None) -> dict 
     return g
 
 
-def holding(fx: dict, keys: set[str]) -> dict | None:
-    """The trial verdict of the candidate whose changes are exactly ``keys`` (the whole plan's for all of them)."""
+def holding(fx: dict, changes: dict[str, Any]) -> dict | None:
+    """The trial verdict of the candidate whose changes are exactly ``changes`` (key -> value; the whole plan's for
+    all of them)."""
+    want = {f"{k}={v}" for k, v in changes.items()}
     verdicts = (fx.get("trials") or {}).get("verdicts", [])
-    if keys and keys == {c["key"] for c in fx.get("plan", [])}:
-        return next((v for v in verdicts if v["candidate"] == "plan"), None) or next(
-            (v for v in verdicts if {x.split("=")[0] for x in v["candidate"].split("+")} == keys), None)
+    if want and want == {f"{c['key']}={c['after']}" for c in fx.get("plan", [])}:
+        found = next((v for v in verdicts if v["candidate"] == "plan"), None)
+        if found:
+            return found
     return next((v for v in verdicts if v["candidate"] not in ("baseline", "plan")
-                 and {x.split("=")[0] for x in v["candidate"].split("+")} == keys), None) if keys else None
+                 and set(v["candidate"].split("+")) == want), None) if want else None
 
 
 def trial_ratio(fx: dict) -> tuple[str, float] | None:
     """The trials' own (bounded, interleaved) ratio for the set of changes that was kept, where one candidate is it."""
     base = next((v.get("median") for v in (fx.get("trials") or {}).get("verdicts", [])
                  if v["candidate"] == "baseline"), None)
-    v = holding(fx, set(fx.get("kept") or {}))
+    v = holding(fx, fx.get("kept") or {})
     return (v["candidate"], v["median"] / base) if v and v.get("median") and base else None
 
 
@@ -350,10 +360,10 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
     # the applied run measured its own loader (its workers, batch and cache) after its steps; else the loader part
     cap, src = fa.get("loader.capacity_images_per_s"), "measured by the applied run after its steps"
     if cap is None:
-        cap = next((r.get("images_per_s") for r in units(res, "loader").values()
-                    if r.get("workers") == w and r.get("batch") == b and bool((r.get("args") or {}).get("cache")) ==
-                    bool(cache) and r.get("images_per_s")), None)
-        src = f"loader part, lease {lease(next(iter(units(res, 'loader').values()), None))}"
+        match = next((r for r in units(res, "loader").values()
+                      if r.get("workers") == w and r.get("batch") == b and bool((r.get("args") or {}).get("cache")) ==
+                      bool(cache) and r.get("images_per_s")), None)
+        cap, src = (match or {}).get("images_per_s"), f"loader part, lease {lease(match)}"
     ips = run.get("steady_ips")
     if ips and cap:
         out.append(f"loader: the applied run consumed {ips:.0f} img/s; the loader alone delivers {cap:.0f} img/s "
@@ -367,9 +377,9 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
                f"{fmt(units(res, 'compile').get('compile', {}).get('cost_cold_s'))} s, warm "
                f"{fmt(units(res, 'compile').get('compile', {}).get('cost_warm_s'))} s)")
     tr = fx.get("trials") or {}
-    kept = set(fx.get("kept") or {})
+    kept = fx.get("kept") or {}
     verdicts = {v["candidate"]: v for v in tr.get("verdicts", [])}
-    dropped = [(c, v) for c in fx.get("plan", []) if c["key"] not in kept
+    dropped = [(c, v) for c in fx.get("plan", []) if c["key"] not in kept or kept[c["key"]] != c["after"]
                for v in [next((v for n, v in verdicts.items() if n.endswith(f"{c['key']}={c['after']}")), None)] if v]
     if dropped:
         out.append("trials: not kept " + "; ".join(f"{c['key']}={c['after']!r} ({v['candidate']}: {v['why']})"

@@ -29,7 +29,7 @@ SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0)
 def steady_steps(run: Path) -> list[dict]:
     events = list(read_events(run / "events.jsonl"))
     settings = next((e["settings"] for e in events if e.get("type") == "settings"), {})
-    start = bounds.window_start(settings.get("workers") or 0, settings.get("prefetch_factor"))
+    start = bounds.window_start(settings.get("workers") or 0, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
     steps = [s for s in steps_of(events) if s.get("train_index", 0) == 0]
     return [s for s in steps if s.get("n", s["step"]) >= start and not s.get("traced")]
 

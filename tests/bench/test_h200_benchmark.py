@@ -390,7 +390,8 @@ def test_a_run_whose_window_does_not_fit_in_an_epoch_gets_whole_epochs_without_w
 
 
 def test_the_trials_ratio_is_read_off_the_candidate_holding_exactly_what_was_kept():
-    fx = {"plan": [{"key": k} for k in ("batch", "compile", "deterministic", "workers")],
+    fx = {"plan": [{"key": k, "after": v} for k, v in (("batch", 64), ("compile", "reduce-overhead"),
+                                                          ("deterministic", False), ("workers", 14))],
           "kept": {"batch": 64, "workers": 14, "compile": "reduce-overhead"},
           "trials": {"verdicts": [{"candidate": "baseline", "median": 250.0},
                                   {"candidate": "batch=64", "median": 600.0},
@@ -402,3 +403,12 @@ def test_the_trials_ratio_is_read_off_the_candidate_holding_exactly_what_was_kep
     assert rep.trial_ratio(fx) == ("plan", pytest.approx(4.2))
     fx["kept"] = {"workers": 14}  # no candidate holds workers alone
     assert rep.trial_ratio(fx) is None
+    fx["kept"] = {"batch": 32}  # the values count, not only the keys (fix-unsafe: batch=128 vs its fallback 64)
+    assert rep.trial_ratio(fx) is None
+
+
+def test_the_best_safe_configuration_keeps_the_effective_batch_and_the_precision():
+    assert rep._safe({"batch": 64, "workers": 16, "compile": "reduce-overhead"}) and rep._safe({"batch": 32})
+    assert not rep._safe({"batch": 128}) and not rep._safe({"batch": 48})  # 48 x round(64 / 48) = 48
+    assert not rep._safe({"batch": 64, "amp": "bf16"}) and not rep._safe({"amp": False})
+    assert rep._safe({"batch": 64, "amp": "fp16"})

@@ -226,3 +226,26 @@ def test_gpu_side_changes_are_trialled_with_the_loader_ceiling_lifted():
     # no workers change (the loader keeps up): nothing is stacked on it
     calm = plan(finds[:3], dict(facts, **{"loader.capacity_images_per_s": 5000.0}), SETTINGS)
     assert "workers" not in calm.args and {c.key: c.requires for c in calm.changes}["deterministic"] == []
+
+
+def test_nothing_is_stacked_on_a_workers_change_that_rests_on_a_change_to_training():
+    # --allow-unsafe: batch 128 (above nbs) drives the workers change; compile stacked on it would need loss parity
+    # and fall with batch 128, so it stays on its own
+    facts = dict(FACTS, **{"loader.capacity_images_per_s": 537.0, "settings.workers": 8.0, "run.epoch_s": 76.6,
+                           "run.images_per_epoch": 20000.0, "cpu.usable": 16.0})
+    finds = [finding("LA203", 60.0, safety="unsafe", batch=128), finding("CF201", 5.0, deterministic=False)]
+    p = plan(finds, facts, SETTINGS, allow_unsafe=True)
+    by = {c.key: c for c in p.changes}
+    assert by["batch"].changes_training and by["workers"].requires == ["batch"]
+    assert by["deterministic"].requires == []
+
+
+def test_a_tried_change_is_stacked_on_the_workers_change_too(tmp_path, monkeypatch):
+    from yolodoctor.fixing.planner import Change, lift_loader_ceiling
+
+    facts = dict(FACTS, **{"loader.capacity_images_per_s": 537.0, "settings.workers": 8.0, "run.epoch_s": 76.6,
+                           "run.images_per_epoch": 20000.0, "cpu.usable": 16.0})
+    p = plan([finding("LA201", 57.5, batch=64)], facts, SETTINGS)
+    p.changes.append(Change("args", "amp", True, "fp16", "--try (yours)"))
+    lift_loader_ceiling(p)
+    assert {c.key: c.requires for c in p.changes} == {"batch": [], "workers": ["batch"], "amp": ["workers"]}

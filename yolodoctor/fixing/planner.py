@@ -34,6 +34,7 @@ from yolodoctor.findings import Finding
 MEMORY_CEILING = 0.8
 # changes that move the loader's ceiling, not the GPU side's; "val" moves neither (it is not in a steady window)
 LOADER_SIDE = {"workers", "cache", "val"}
+LOADER_REASON = "planner loader-capacity"  # the workers change the planner adds for a plan that outruns its loader
 PREFETCH_FACTOR = 4
 # What a plan may change; nothing else reaches a relaunched training (DESIGN.md section 3, issue 5).
 ALLOWED = {
@@ -222,8 +223,7 @@ def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -
     estimated saving)) exceeds 90% of the loader's measured capacity, plan enough workers for 1.1x the projection
     at the measured rate per worker, at most the usable cores minus 2 (the training thread and the pin-memory thread
     keep a core: DL205), within /dev/shm. The change requires the one that creates the demand, so its trial runs on
-    top of it; and the plan's other GPU-side changes (compile, precision, determinism, torch flags) require it in
-    turn, so that each is trialled where the loader's ceiling does not hide its gain."""
+    top of it; and the plan's other changes require it in turn (lift_loader_ceiling)."""
     if facts.get("run.device") != "cuda":
         return
     cap, now = facts.get("loader.capacity_images_per_s"), facts.get("settings.workers")
@@ -247,18 +247,30 @@ def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -
                           f"above the {cap:.0f} that {now:.0f} workers deliver, and no more workers fit "
                           f"({cores:.0f} cores less 2, /dev/shm)"})
         return
-    c = Change("args", "workers", settings.get("workers_requested", now), want, "planner loader-capacity",
+    c = Change("args", "workers", settings.get("workers_requested", now), want, LOADER_REASON,
                note=(f"the plan projects up to {projected:.0f} images/s ({driver.key}={driver.after}); {now:.0f} "
                      f"workers deliver {cap:.0f} alone, {per_worker:.0f} each"),
                requires=[driver.key] if driver.kind == "args" else [])
     p.changes.append(c)
-    # the plan's other GPU-side changes are trialled with the loader's ceiling lifted: on the H200 (lease dd6bc160)
-    # batch=64+compile at 8 workers ran into the 537 images/s the loader delivers, so compile showed no gain there,
-    # while batch 64 with 16 workers ran 861 images/s compiled and 660 eager (bench/results/h200-benchmark)
-    under = {d.key for d in requirements(c, p.changes)} | {c.key}
+    lift_loader_ceiling(p)
+
+
+def lift_loader_ceiling(p: Plan) -> None:
+    """Make the plan's other changes (all but the loader side, the workers change and what it requires) require the
+    planner's workers change, so that each is trialled where the loader's ceiling does not hide its gain: on the H200
+    (lease dd6bc160) batch=64+compile at 8 workers ran into the 537 images/s the loader delivers and showed no gain,
+    while batch 64 with 16 workers ran 861 images/s compiled and 660 eager (bench/results/h200-benchmark). Not where
+    the workers change rests on a change to training (batch above nbs): every change stacked on it would then need
+    loss parity and fall with it, safe ones included. Called again after `fix --try` adds changes."""
+    w = next((c for c in p.changes if c.kind == "args" and c.key == "workers" and c.reason == LOADER_REASON), None)
+    if w is None:
+        return
+    under = requirements(w, p.changes)
+    if any(d.changes_training for d in under):
+        return
     for x in p.changes:
-        if x is not driver and x is not c and x.key not in LOADER_SIDE | under and c.key not in x.requires:
-            x.requires = [*x.requires, c.key]
+        if x is not w and all(x is not d for d in under) and x.key not in LOADER_SIDE and w.key not in x.requires:
+            x.requires = [*x.requires, w.key]
 
 
 def requirements(c: Change, changes: list[Change], seen: tuple = ()) -> list[Change]:

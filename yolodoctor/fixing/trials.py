@@ -10,16 +10,21 @@ batch halved after OOM, no compile fallen back to eager).
 
 Noise threshold: Z standard errors of the difference of the two medians, at least MIN_GAIN. The run-to-run
 deviation is estimated from each configuration's range of repeats (range / d2(n), d2 the expected range of n normal
-draws in deviations) and the largest of the baseline's, the candidate's and its reference's is used, so that with two
-repeats each the threshold is twice the larger spread, and it narrows as repeats are added. Pairs: with two repeats
+draws in deviations) and the larger of the two compared configurations' is used, so that with two repeats each the
+threshold is twice the larger relative range (the rule before issue 6, which also counted the baseline's spread
+for a candidate judged against another: the baseline is no longer re-run there), and it narrows as repeats are
+added (the standard error of a median, slightly above a mean's, is taken as a mean's). Pairs: with two repeats
 each, the candidate's slowest must beat the reference's fastest; with more, it must win at least PAIRS_WON of all
 (candidate, reference) pairs.
 
 More repeats where they decide something: after ``reps`` rounds, a candidate held back by noise alone (a gain above
-MIN_GAIN that does not clear the threshold or the pairs) is run again with its reference, one
-round at a time in alternating order, until it is decided or ``max_reps`` repeats are reached (issue 6: on the H200
-the host's own speed is bimodal, and two repeats of a 21%-spread baseline set a 43% threshold that hid a compile
-gain of ~20-30%). Each trial's profile times the host's own speed just before it (profiling/hostprobe: a fixed
+MIN_GAIN that does not clear the threshold or the pairs) is run again with its reference, one round at a time in
+alternating order, until it is decided or ``max_reps`` repeats are reached (issue 6: on the H200 the host's own
+speed is bimodal, and two repeats of a 21%-spread baseline set a 43% threshold that hid a compile gain of ~20-30%).
+The trade-off: a candidate judged after each round has up to max_reps - reps + 1 chances to pass, so a change that
+does nothing is kept a little more often than with one look; the pairs rule and MIN_GAIN bound it, and --max-reps
+equal to --reps gives one look. A candidate is not kept over a reference that did not run cleanly (a failed or
+mismatched trial): it would bring that change in with it. Each trial's profile times the host's own speed just before it (profiling/hostprobe: a fixed
 Python loop); `host_spread` says how much the machine itself moved across the trials, which a shared machine does.
 """
 
@@ -171,8 +176,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
         med = statistics.median(ok) if ok else None
         ref_vals = base if c.against == "baseline" else _ok(by.get(c.against, []))
         ref = statistics.median(ref_vals) if ref_vals else None
-        limit = threshold(ok, ref_vals, base)
-        base_limit = threshold(ok, base)
+        limit, base_limit = threshold(ok, ref_vals), threshold(ok, base)
         gain = med / ref - 1 if med and ref else None
         if c.name == "baseline":
             verdicts.append(Verdict(c.name, med, len(rs), 0.0 if med else None, False,
@@ -180,6 +184,10 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             continue
         failed = [r for r in rs if r.status != "complete"]
         mism = sorted({m for r in rs for m in r.mismatch})
+        ref_rs = by.get(c.against, []) if c.against != "baseline" else []
+        ref_bad = next((f"trial failed: {r.reason}" if r.status != "complete" else
+                        f"what ran is not what was asked: {r.mismatch[0]}" for r in ref_rs
+                        if r.status != "complete" or r.mismatch), None)
         alters = any(x.changes_training for x in c.changes)  # an unsafe change: faster is not enough (DESIGN.md 3)
         par = None
         if alters:
@@ -191,6 +199,8 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             why, keep = f"trial failed: {failed[0].reason}", False
         elif mism:
             why, keep = f"what ran is not what was asked: {mism[0]}", False
+        elif ref_bad:  # what it is measured over (and would bring in) did not run cleanly
+            why, keep = f"its reference {c.against} did not run cleanly ({ref_bad})", False
         elif gain is None:
             why, keep = "no throughput measured", False
         elif any(r.window_valid is False for r in rs):
@@ -251,6 +261,8 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
     """``command``: a script-mode run; each trial runs the program unedited with the candidate's arguments
     merged into its trainers (profiling/inject). ``max_reps`` (default ``reps``): repeats a candidate held back by
     noise alone may reach. ``trial(candidate, rep, run_dir)``: runs one trial (default: a bounded profile)."""
+    if reps < 1:
+        raise ValueError(f"reps must be at least 1, not {reps}")
     cands = candidates(plan)
     out_dir.mkdir(parents=True, exist_ok=True)
     one = trial or (lambda c, rep, run_dir: _profile_trial(c, rep, run_dir, base_args, steps, base_env, command))
@@ -265,9 +277,10 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
         rep += 1
         if rep < reps:
             continue
-        todo = undecided(judge(runs, cands)[0], cands) if rep < (max_reps or reps) else []
+        verdicts = judge(runs, cands)[0]
+        todo = undecided(verdicts, cands) if rep < (max_reps or reps) else []
         if todo:
-            log(f"more repeats to decide {', '.join(c.name for c in todo if c.name != 'baseline')}: within the "
+            log(f"more repeats to decide {', '.join(v.candidate for v in verdicts if v.inconclusive)}: within the "
                 "noise so far")
     verdicts, spread, kept = judge(runs, cands)
     return TrialReport(runs, verdicts, spread, kept)
