@@ -204,48 +204,62 @@ def test_unsafe_tries_and_unverified_unsafe_plans_are_refused_before_any_trainin
     assert code == 2 and "--verify" in err and "batch=128" in err
 
 
+def h200_facts():
+    # the H200 defaults' profile of fix-safe (bench/results/h200-benchmark/fix-safe.json, lease dd6bc160)
+    return dict(FACTS, **{"loader.capacity_images_per_s": 537.0, "settings.workers": 8.0, "run.epoch_s": 76.6,
+                          "run.images_per_epoch": 20000.0, "cpu.usable": 16.0})
+
+
 def test_gpu_side_changes_are_trialled_with_the_loader_ceiling_lifted():
-    # fix-safe on the H200 (bench/results/h200-benchmark/fix-safe.json, lease dd6bc160): batch 64 at 8 workers met
-    # the loader's 537 images/s, so batch=64+compile was trialled where compile could not show (532 vs 603 images/s)
+    # fix-safe on the H200: batch 64 at 8 workers met the loader's 537 images/s, so batch=64+compile was trialled
+    # where compile could not show (532 vs 603 images/s)
     from yolodoctor.fixing.trials import candidates
 
-    facts = dict(FACTS, **{"loader.capacity_images_per_s": 537.0, "settings.workers": 8.0, "run.epoch_s": 76.6,
-                           "run.images_per_epoch": 20000.0, "cpu.usable": 16.0})
     finds = [finding("LA201", 57.5, batch=64), finding("LA202", 20.0, 130.0, compile="reduce-overhead"),
              finding("CF201", 5.0, deterministic=False), finding("IO201", 3.0, cache="ram")]
-    p = plan(finds, dict(facts, **{"check.cache_ram_fits": True, "mem.available": 1e12}), SETTINGS)
+    p = plan(finds, dict(h200_facts(), **{"check.cache_ram_fits": True}), SETTINGS)
     by = {c.key: c for c in p.changes}
-    assert by["workers"].requires == ["batch"]
-    assert set(by["compile"].requires) == {"batch", "workers"} and by["deterministic"].requires == ["workers"]
-    assert "workers" not in by["batch"].requires and by["cache"].requires == []  # the loader side stays alone
+    assert by["workers"].requires == ["batch"] and by["compile"].requires == ["batch"]  # the planner's own needs
     cands = {c.name: c for c in candidates(p)}
+    assert set(cands) == {"baseline", "batch=64", "batch=64+workers=14+compile=reduce-overhead",
+                          "batch=64+workers=14+deterministic=False", "cache=ram", "batch=64+workers=14", "plan"}
     ro = cands["batch=64+workers=14+compile=reduce-overhead"]
     assert ro.args == {"batch": 64, "workers": 14, "compile": "reduce-overhead"}
     assert ro.against == "batch=64+workers=14" and cands["batch=64+workers=14"].against == "batch=64"
     assert cands["batch=64+workers=14+deterministic=False"].against == "batch=64+workers=14"
-    # no workers change (the loader keeps up): nothing is stacked on it
-    calm = plan(finds[:3], dict(facts, **{"loader.capacity_images_per_s": 5000.0}), SETTINGS)
-    assert "workers" not in calm.args and {c.key: c.requires for c in calm.changes}["deterministic"] == []
+    assert cands["cache=ram"].against == "baseline"  # the loader side stays alone
+    # no workers change (the loader keeps up): nothing is stacked
+    calm = plan(finds[:3], dict(h200_facts(), **{"loader.capacity_images_per_s": 5000.0}), SETTINGS)
+    assert "workers" not in calm.args
+    assert {c.name for c in candidates(calm)} == {"baseline", "batch=64", "batch=64+compile=reduce-overhead",
+                                                  "deterministic=False", "plan"}
 
 
-def test_nothing_is_stacked_on_a_workers_change_that_rests_on_a_change_to_training():
-    # --allow-unsafe: batch 128 (above nbs) drives the workers change; compile stacked on it would need loss parity
-    # and fall with batch 128, so it stays on its own
-    facts = dict(FACTS, **{"loader.capacity_images_per_s": 537.0, "settings.workers": 8.0, "run.epoch_s": 76.6,
-                           "run.images_per_epoch": 20000.0, "cpu.usable": 16.0})
-    finds = [finding("LA203", 60.0, safety="unsafe", batch=128), finding("CF201", 5.0, deterministic=False)]
-    p = plan(finds, facts, SETTINGS, allow_unsafe=True)
-    by = {c.key: c for c in p.changes}
-    assert by["batch"].changes_training and by["workers"].requires == ["batch"]
-    assert by["deterministic"].requires == []
+def test_an_unsafe_driver_gets_the_workers_too_and_the_safe_changes_stack_on_its_fallback():
+    # --allow-unsafe: batch 128 (above nbs: loss parity) drives the workers change; stacked on it, compile would
+    # need loss parity and fall with batch 128, so the stacking is done on the safe fallback, batch 64
+    from yolodoctor.fixing.trials import candidates
+
+    finds = [finding("LA203", 60.0, safety="unsafe", batch=128), finding("LA201", 57.5, batch=64),
+             finding("LA202", 20.0, 130.0, compile="reduce-overhead"), finding("CF201", 5.0, deterministic=False),
+             finding("PR202", 10.0, safety="unsafe", changes=True, amp="bf16")]
+    p = plan(finds, h200_facts(), SETTINGS, allow_unsafe=True)
+    assert p.args["batch"] == 128 and [(c.key, c.after) for c in p.fallbacks] == [("batch", 64)]
+    cands = {c.name: c for c in candidates(p)}
+    assert set(cands) == {"baseline", "batch=128", "batch=128+workers=14", "batch=64", "batch=64+workers=14",
+                          "batch=64+workers=14+compile=reduce-overhead", "batch=64+workers=14+deterministic=False",
+                          "batch=64+workers=14+amp=bf16", "plan"}
+    assert cands["batch=128+workers=14"].against == "batch=128" and cands["batch=64+workers=14"].against == "batch=64"
+    assert cands["batch=64+workers=14+compile=reduce-overhead"].against == "batch=64+workers=14"
+    assert not any(x.changes_training for x in cands["batch=64+workers=14+compile=reduce-overhead"].changes)
+    assert any(x.changes_training for x in cands["batch=128+workers=14"].changes)
 
 
-def test_a_tried_change_is_stacked_on_the_workers_change_too(tmp_path, monkeypatch):
-    from yolodoctor.fixing.planner import Change, lift_loader_ceiling
+def test_a_tried_change_is_stacked_on_the_workers_change_too():
+    from yolodoctor.fixing.planner import Change
+    from yolodoctor.fixing.trials import candidates
 
-    facts = dict(FACTS, **{"loader.capacity_images_per_s": 537.0, "settings.workers": 8.0, "run.epoch_s": 76.6,
-                           "run.images_per_epoch": 20000.0, "cpu.usable": 16.0})
-    p = plan([finding("LA201", 57.5, batch=64)], facts, SETTINGS)
-    p.changes.append(Change("args", "amp", True, "fp16", "--try (yours)"))
-    lift_loader_ceiling(p)
-    assert {c.key: c.requires for c in p.changes} == {"batch": [], "workers": ["batch"], "amp": ["workers"]}
+    p = plan([finding("LA201", 57.5, batch=64)], h200_facts(), SETTINGS)
+    p.changes.append(Change("args", "channels_last", False, True, "--try (yours)"))
+    cands = {c.name: c for c in candidates(p)}
+    assert cands["batch=64+workers=14+channels_last=True"].against == "batch=64+workers=14"

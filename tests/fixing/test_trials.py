@@ -238,12 +238,21 @@ def test_the_recorded_h200_trials_are_judged_as_they_were():
     # fix-safe on the H200 with the trial rules before issue 6's changes; at two repeats each the threshold is the
     # same rule, so every verdict must come out as recorded - but for a candidate judged against another, whose
     # threshold no longer counts the baseline's spread (batch=64+workers=14: its own 20.9% and batch=64's 6.9%)
+    from yolodoctor.fixing.trials import Candidate
+
     plan = Plan(changes=[Change(c["kind"], c["key"], c["before"], c["after"], c["reason"],
                                 requires=["batch"] if c["key"] in ("compile", "workers") else [])
                          for c in H200["plan"]])
-    cands = candidates(plan)
+    by = {c.key: c for c in plan.changes}
     recorded = {v["candidate"]: v for v in H200["trials"]["verdicts"]}
-    assert [c.name for c in cands] == list(recorded)  # the candidates of that plan (compile on batch only)
+    # the candidates as they ran then (compile on batch only, at the original 8 workers) ...
+    cands = [Candidate(n, [by[x.split("=")[0]] for x in n.split("+")] if n not in ("baseline", "plan")
+                       else ([] if n == "baseline" else list(plan.changes)),
+                       against="batch=64" if n.startswith("batch=64+") else "baseline") for n in recorded]
+    # ... and as they are built now: the GPU-side changes on top of the planner's workers change
+    assert [c.name for c in candidates(plan)] == [
+        "baseline", "batch=64", "batch=64+workers=14+compile=reduce-overhead",
+        "batch=64+workers=14+deterministic=False", "batch=64+workers=14", "plan"]
     rs = [TrialRun(r["candidate"], r["rep"], r["run_dir"], r["status"], r["reason"], r["images_per_s"],
                    r["window_valid"], r["mismatch"], None, r["host_ms"]) for r in H200["trials"]["runs"]]
     verdicts, spread, kept = judge(rs, cands)

@@ -42,7 +42,7 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
         yes: bool = False) -> int:
     from yolodoctor.cli import stderr_console, stdout_console
     from yolodoctor.diagnosis.diagnose import diagnose
-    from yolodoctor.fixing.planner import cuda_graphs_refusal, lift_loader_ceiling, plan as make_plan
+    from yolodoctor.fixing.planner import cuda_graphs_refusal, plan as make_plan
     from yolodoctor.profile import host_id
 
     err = stderr_console()
@@ -56,7 +56,6 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
             raise UsageError(f"--try {', '.join(unsafe)} changes what is optimised (effective batch or precision): "
                              "add --allow-unsafe (a loss-parity trial then checks it)")
         p.changes += [c for c in extra if c.key not in {x.key for x in p.changes}]
-        lift_loader_ceiling(p)  # a tried change is trialled above the loader's ceiling too
         why = cuda_graphs_refusal(p, d.facts, d.profile.settings)
         if why:
             nbs = d.facts.get("settings.nbs") or 64

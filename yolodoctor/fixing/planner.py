@@ -223,7 +223,7 @@ def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -
     estimated saving)) exceeds 90% of the loader's measured capacity, plan enough workers for 1.1x the projection
     at the measured rate per worker, at most the usable cores minus 2 (the training thread and the pin-memory thread
     keep a core: DL205), within /dev/shm. The change requires the one that creates the demand, so its trial runs on
-    top of it; and the plan's other changes require it in turn (lift_loader_ceiling)."""
+    top of it (and fix --verify trials the plan's other changes on top of both: fixing/trials.candidates)."""
     if facts.get("run.device") != "cuda":
         return
     cap, now = facts.get("loader.capacity_images_per_s"), facts.get("settings.workers")
@@ -252,25 +252,6 @@ def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -
                      f"workers deliver {cap:.0f} alone, {per_worker:.0f} each"),
                requires=[driver.key] if driver.kind == "args" else [])
     p.changes.append(c)
-    lift_loader_ceiling(p)
-
-
-def lift_loader_ceiling(p: Plan) -> None:
-    """Make the plan's other changes (all but the loader side, the workers change and what it requires) require the
-    planner's workers change, so that each is trialled where the loader's ceiling does not hide its gain: on the H200
-    (lease dd6bc160) batch=64+compile at 8 workers ran into the 537 images/s the loader delivers and showed no gain,
-    while batch 64 with 16 workers ran 861 images/s compiled and 660 eager (bench/results/h200-benchmark). Not where
-    the workers change rests on a change to training (batch above nbs): every change stacked on it would then need
-    loss parity and fall with it, safe ones included. Called again after `fix --try` adds changes."""
-    w = next((c for c in p.changes if c.kind == "args" and c.key == "workers" and c.reason == LOADER_REASON), None)
-    if w is None:
-        return
-    under = requirements(w, p.changes)
-    if any(d.changes_training for d in under):
-        return
-    for x in p.changes:
-        if x is not w and all(x is not d for d in under) and x.key not in LOADER_SIDE and w.key not in x.requires:
-            x.requires = [*x.requires, w.key]
 
 
 def requirements(c: Change, changes: list[Change], seen: tuple = ()) -> list[Change]:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from yolodoctor.fixing.parity import opt_points, parity
-from yolodoctor.fixing.planner import Change, ChangeSet, Plan, requirements
+from yolodoctor.fixing.planner import LOADER_REASON, LOADER_SIDE, Change, ChangeSet, Plan, requirements
 from yolodoctor.profiling import hostprobe
 
 MIN_GAIN = 0.03
@@ -102,19 +102,49 @@ class TrialReport:
 def candidates(plan: Plan) -> list[Candidate]:
     """The baseline, each change alone, the safe fallbacks of unsafe changes, and the whole plan. A change that
     ``requires`` others (compile with CUDA graphs needs the batch change that ends gradient accumulation; workers
-    sized for a bigger batch need it) is tried on top of them, followed transitively, and judged against them."""
+    sized for a bigger batch need it) is tried on top of them, followed transitively, and judged against them.
+
+    Above the loader's ceiling: where the planner added workers because the plan would outrun the loader
+    (LOADER_REASON), every other change but the loader side is tried on top of that workers change and what it
+    requires, and judged against them. On the H200 (lease dd6bc160) batch=64+compile at 8 workers met the 537
+    images/s the loader delivers and showed no gain, while batch 64 with 16 workers ran 861 images/s compiled and 660
+    eager (bench/results/h200-benchmark). Where the workers change rests on a change to training that has a safe
+    fallback (batch 128 above nbs, batch 64 beside it), the stacking is done on the fallback: a safe change is then
+    not tied to the unsafe one's loss parity, and the unsafe one is tried with the workers too."""
+    w = next((c for c in plan.changes if c.kind == "args" and c.key == "workers" and c.reason == LOADER_REASON), None)
+    world = list(plan.changes)  # where the stacked candidates are built
+    if w is not None:
+        for u in requirements(w, plan.changes):
+            f = next((f for f in plan.fallbacks if (f.kind, f.key) == (u.kind, u.key)), None)
+            if u.changes_training and f is not None:
+                world = [f if c is u else c for c in world]
+    lifted = [*requirements(w, world), w] if w is not None else []
     out = [Candidate("baseline", [])]
     needed: dict[str, list[Change]] = {}
-    for c in plan.changes:
-        needs = requirements(c, plan.changes)
+
+    def add(needs: list[Change], c: Change) -> None:
         name = "+".join(f"{d.key}={d.after}" for d in [*needs, c])
-        out.append(Candidate(name, [*needs, c]))
-        needed[name] = needs
+        if name not in needed:
+            out.append(Candidate(name, [*needs, c]))
+            needed[name] = needs
+
+    for c in plan.changes:
+        if lifted and all(c is not d for d in lifted) and all(c is not d for d in requirements(w, plan.changes)) \
+                and c.key not in LOADER_SIDE:
+            mine = requirements(c, world)
+            add([*lifted, *(d for d in mine if all(d is not x for x in lifted))], c)
+        else:
+            add(requirements(c, plan.changes), c)
+    if lifted:
+        add(lifted[:-1], w)  # the reference of the stacked candidates (on the fallback, where there is one)
     for cand in out[1:]:  # judged against the candidate that holds exactly what it requires, where there is one
         cand.against = next((o.name for o in out if needed[cand.name] and _same(o.changes, needed[cand.name])),
                             "baseline")
     out += [Candidate(f"{c.key}={c.after}", [c]) for c in plan.fallbacks
             if f"{c.key}={c.after}" not in {x.name for x in out}]
+    for cand in out:  # a fallback alone, added last, is the reference of what is stacked on it
+        if cand.against == "baseline" and needed.get(cand.name):
+            cand.against = next((o.name for o in out if _same(o.changes, needed[cand.name])), "baseline")
     if len(plan.changes) > 1 and all(len(c.changes) < len(plan.changes) for c in out):
         out.append(Candidate("plan", list(plan.changes)))
     return out
