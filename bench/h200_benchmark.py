@@ -67,9 +67,10 @@ bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm
   bash bench/h200_benchmark.sh fix-safe     # ~14-20 min, 2-3 commands (14 min measured on lease dd6bc160: profile,
                                             #   12 trials of ~55 s, the applied epoch), plus up to ~6 trials where noise
                                             #   leaves a change undecided (fix --max-reps 4), +3 for its defaults run
-  bash bench/h200_benchmark.sh fix-unsafe   # ~21 min, 3 commands: 16 trials (as fix-safe at batch 128, plus bf16 and
-                                            #   the batch-64 fallback); +2.5 for a defaults run when none was
-                                            #   recorded on this machine (applied/defaults stays within one)
+  bash bench/h200_benchmark.sh fix-unsafe   # ~25 min, 3 commands: 18 trials (baseline, batch 128 alone and with the
+                                            #   workers, the batch-64 fallback alone and with them, compile,
+                                            #   deterministic and bf16 on batch 64 + workers, plan) plus extra repeats;
+                                            #   +2.5 for a defaults run when none was recorded on this machine
   bash bench/h200_benchmark.sh loader       #  ~5 min: 6-8 probes of 20 s plus start-up (cache='ram': + ~30 s)
   bash bench/h200_benchmark.sh sweep        # ~20 min, 3 commands: 14 grid points + the 2 plans (7-9 compiled)
   bash bench/h200_benchmark.sh spread       #  ~2 min: b64-w16 profiled twice
