@@ -263,3 +263,53 @@ def test_a_tried_change_is_stacked_on_the_workers_change_too():
     p.changes.append(Change("args", "channels_last", False, True, "--try (yours)"))
     cands = {c.name: c for c in candidates(p)}
     assert cands["batch=64+workers=14+channels_last=True"].against == "batch=64+workers=14"
+
+
+def test_no_stacking_where_the_workers_rest_on_an_unsafe_change_without_a_usable_fallback():
+    from yolodoctor.fixing.trials import candidates
+
+    # batch 128 alone (no batch-64 proposal): compile and deterministic stacked on it would share its loss parity
+    finds = [finding("LA203", 60.0, safety="unsafe", batch=128), finding("LA202", 20.0, 130.0,
+                                                                          compile="reduce-overhead"),
+             finding("CF201", 5.0, deterministic=False)]
+    p = plan(finds, h200_facts(), SETTINGS, allow_unsafe=True)
+    assert p.fallbacks == [] and "workers" in p.args
+    assert {c.name for c in candidates(p)} == {"baseline", "batch=128", "batch=128+compile=reduce-overhead",
+                                               "deterministic=False", "batch=128+workers=14", "plan"}
+    # a fallback that accumulates gradients (batch 32 at nbs 64) cannot carry CUDA graphs: not stacked on either
+    finds32 = [*finds, finding("MM202", 1.0, batch=32)]
+    p32 = plan(finds32, h200_facts(), SETTINGS, allow_unsafe=True)
+    assert [(c.key, c.after) for c in p32.fallbacks] == [("batch", 32)]
+    names = {c.name for c in candidates(p32)}
+    assert "batch=32+workers=14+compile=reduce-overhead" not in names and "batch=32" in names
+    assert "batch=128+compile=reduce-overhead" in names
+
+
+def test_the_whole_plan_is_trialled_where_no_candidate_holds_exactly_it():
+    from yolodoctor.fixing.trials import candidates
+
+    finds = [finding("LA203", 60.0, safety="unsafe", batch=128), finding("LA201", 57.5, batch=64),
+             finding("LA202", 20.0, 130.0, compile="reduce-overhead")]
+    p = plan(finds, h200_facts(), SETTINGS, allow_unsafe=True)
+    cands = {c.name: c for c in candidates(p)}
+    # batch=64+workers=14+compile holds as many changes as the plan, but not the plan's batch 128
+    assert "batch=64+workers=14+compile=reduce-overhead" in cands and "plan" in cands
+    assert {(x.key, x.after) for x in cands["plan"].changes} == {("batch", 128), ("compile", "reduce-overhead"),
+                                                                 ("workers", 14)}
+
+
+def test_every_reference_is_a_candidate_when_compile_drives_the_workers():
+    from yolodoctor.fixing.planner import Change, Plan
+    from yolodoctor.fixing.trials import candidates
+
+    ro = Change("args", "compile", False, "reduce-overhead", "LA202 t", requires=["batch"])
+    big = Change("args", "batch", 16, 128, "LA203 t", "unsafe", changes_training=True)
+    w = Change("args", "workers", 8, 14, "planner loader-capacity", requires=["compile"])
+    det = Change("args", "deterministic", True, False, "CF201 t")
+    p = Plan(changes=[ro, big, det, w], fallbacks=[Change("args", "batch", 16, 64, "LA201 t")])
+    cands = {c.name: c for c in candidates(p)}
+    top = "batch=64+compile=reduce-overhead+workers=14+deterministic=False"
+    assert cands[top].against == "batch=64+compile=reduce-overhead+workers=14"
+    assert cands["batch=64+compile=reduce-overhead+workers=14"].against == "batch=64+compile=reduce-overhead"
+    assert cands["batch=64+compile=reduce-overhead"].against == "batch=64"
+    assert cands["batch=64"].against == "baseline"

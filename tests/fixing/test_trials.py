@@ -347,6 +347,31 @@ def test_a_candidate_is_not_kept_over_a_reference_that_did_not_run_cleanly():
     assert [c.key for c in kept] == ["batch"]
 
 
+def test_the_kept_changes_come_whole_from_the_fastest_compatible_candidates():
+    # batch 128 with workers kept at 900 images/s, compile kept on batch 64 with workers at 861: the kept set is not
+    # batch 128 with a compile measured at batch 64, but batch 128 and its workers
+    big = Change("args", "batch", 16, 128, "LA203 t", "unsafe", changes_training=True)
+    safe = Change("args", "batch", 16, 64, "LA201 t")
+    w = Change("args", "workers", 8, 14, "planner loader-capacity", requires=["batch"])
+    ro = Change("args", "compile", False, "reduce-overhead", "LA202 t", requires=["batch"])
+    cands = candidates(Plan(changes=[big, ro, w], fallbacks=[safe]))
+    names = [c.name for c in cands]
+    assert names == ["baseline", "batch=128", "batch=64+workers=14+compile=reduce-overhead", "batch=128+workers=14",
+                     "batch=64+workers=14", "batch=64", "plan"]
+    table = {"baseline": [200, 202], "batch=128": [700, 705], names[2]: [861, 865], names[3]: [900, 905],
+             names[4]: [700, 702], "batch=64": [600, 604], "plan": [950, 955]}
+    def rs_of(t):  # every run with the same loss curve: batch 128's loss parity holds
+        return [TrialRun(n, i, "/r", "complete", None, v, True, [], curve(2.0)) for n, vals in t.items()
+                for i, v in enumerate(vals)]
+    verdicts, _, kept = judge(rs_of(table), cands)
+    assert all(v.kept for v in verdicts[1:]), verdicts
+    assert [(c.key, c.after) for c in kept] == [("batch", 128), ("workers", 14)]
+    # compile faster: its whole candidate holds batch and workers, and batch=128 is left out
+    table[names[2]] = [950, 955]
+    _, _, kept2 = judge(rs_of(table), cands)
+    assert [(c.key, c.after) for c in kept2] == [("batch", 64), ("workers", 14), ("compile", "reduce-overhead")]
+
+
 def test_with_more_repeats_a_candidate_must_win_most_pairs():
     cands = candidates(plan_of(("cache", "ram")))
     rs = runs("baseline", [100, 101, 99, 130]) + runs("cache=ram", [125, 126, 127, 98])

@@ -94,6 +94,7 @@ class Plan(ChangeSet):
     fallbacks: list[Change] = field(default_factory=list)  # safe alternatives to unsafe changes, trialled too
     epochs: float | None = None
     epoch_s: float | None = None
+    nbs: float = 64.0  # the run's nominal batch: whether a batch accumulates gradients (CUDA graphs cannot)
 
     def run_saving(self) -> dict[str, float | None]:
         """Upper bound over the planned run: the largest single gain x epochs, minus one-off costs."""
@@ -169,7 +170,7 @@ def _current(kind: str, key: str, settings: dict[str, Any], args: dict[str, Any]
 def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any], args: dict[str, Any] | None = None,
          *, allow_unsafe: bool = False) -> Plan:
     args = args or {}
-    p = Plan(epochs=facts.get("run.epochs"), epoch_s=facts.get("run.epoch_s"))
+    p = Plan(epochs=facts.get("run.epochs"), epoch_s=facts.get("run.epoch_s"), nbs=_nbs(facts, settings))
     proposals: dict[tuple[str, str], list[Change]] = {}
     for f in findings:
         if f.fix is None:

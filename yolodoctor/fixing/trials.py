@@ -2,8 +2,9 @@
 
 Each trial is a bounded `profile` of the real training (same dataset, augmentation, epochs - hence the same mosaic
 and warm-up phase - as the run being fixed) with the default step rule, whose steady window is longer than the
-loader's prefetch queue. The baseline, each change alone and the whole plan run in turn, in ABBA order (B c1 c2 ... P,
-then P ... c2 c1 B), so drift of the machine hits them alike. A change is kept when its median images/s beats its
+loader's prefetch queue. The baseline, each change on top of what it needs (candidates() says which), the safe
+fallbacks and the whole plan run in turn, in ABBA order (B c1 c2 ... P, then P ... c2 c1 B), so drift of the machine
+hits them alike. A change is kept when its median images/s beats its
 reference's (the baseline, or the candidate holding what it requires) by more than the noise threshold, it beats the
 reference in nearly every pair of repeats, every one of its trials completed, and what ran is what was asked (no
 batch halved after OOM, no compile fallen back to eager).
@@ -37,7 +38,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from yolodoctor.fixing.parity import opt_points, parity
-from yolodoctor.fixing.planner import LOADER_REASON, LOADER_SIDE, Change, ChangeSet, Plan, requirements
+from yolodoctor.fixing.planner import (LOADER_REASON, LOADER_SIDE, Change, ChangeSet, Plan, accumulate,
+                                       requirements)
 from yolodoctor.profiling import hostprobe
 
 MIN_GAIN = 0.03
@@ -100,24 +102,28 @@ class TrialReport:
 
 
 def candidates(plan: Plan) -> list[Candidate]:
-    """The baseline, each change alone, the safe fallbacks of unsafe changes, and the whole plan. A change that
-    ``requires`` others (compile with CUDA graphs needs the batch change that ends gradient accumulation; workers
-    sized for a bigger batch need it) is tried on top of them, followed transitively, and judged against them.
+    """The baseline; each change on top of what it ``requires`` (compile with CUDA graphs needs the batch change that
+    ends gradient accumulation; workers sized for a bigger batch need it), followed transitively and judged against
+    the candidate holding exactly that (else the baseline); the safe fallbacks of unsafe changes; and the whole plan
+    where no candidate holds it.
 
     Above the loader's ceiling: where the planner added workers because the plan would outrun the loader
     (LOADER_REASON), every other change but the loader side is tried on top of that workers change and what it
     requires, and judged against them. On the H200 (lease dd6bc160) batch=64+compile at 8 workers met the 537
     images/s the loader delivers and showed no gain, while batch 64 with 16 workers ran 861 images/s compiled and 660
-    eager (bench/results/h200-benchmark). Where the workers change rests on a change to training that has a safe
-    fallback (batch 128 above nbs, batch 64 beside it), the stacking is done on the fallback: a safe change is then
-    not tied to the unsafe one's loss parity, and the unsafe one is tried with the workers too."""
+    eager (bench/results/h200-benchmark). Where the workers change rests on a change to training, the stacking is
+    done on that change's safe fallback (batch 64 beside batch 128 above nbs), so that a safe change is not tied to
+    the unsafe one's loss parity, and the unsafe change is tried with the workers too; with no usable fallback
+    (none, or one at which a planned compile='reduce-overhead' would meet gradient accumulation) nothing is stacked."""
     w = next((c for c in plan.changes if c.kind == "args" and c.key == "workers" and c.reason == LOADER_REASON), None)
     world = list(plan.changes)  # where the stacked candidates are built
-    if w is not None:
-        for u in requirements(w, plan.changes):
-            f = next((f for f in plan.fallbacks if (f.kind, f.key) == (u.kind, u.key)), None)
-            if u.changes_training and f is not None:
-                world = [f if c is u else c for c in world]
+    for u in requirements(w, plan.changes) if w is not None else []:
+        if u.changes_training:
+            f = next((f for f in plan.fallbacks if (f.kind, f.key) == (u.kind, u.key) and _usable(f, plan)), None)
+            if f is None:
+                w = None  # stacked on an unsafe change, every change would share its loss parity: stack nothing
+                break
+            world = [f if c is u else c for c in world]
     lifted = [*requirements(w, world), w] if w is not None else []
     out = [Candidate("baseline", [])]
     needed: dict[str, list[Change]] = {}
@@ -128,26 +134,37 @@ def candidates(plan: Plan) -> list[Candidate]:
             out.append(Candidate(name, [*needs, c]))
             needed[name] = needs
 
+    below = requirements(w, plan.changes) if w is not None else []
     for c in plan.changes:
-        if lifted and all(c is not d for d in lifted) and all(c is not d for d in requirements(w, plan.changes)) \
-                and c.key not in LOADER_SIDE:
-            mine = requirements(c, world)
-            add([*lifted, *(d for d in mine if all(d is not x for x in lifted))], c)
+        if lifted and all(c is not d for d in [*lifted, *below]) and c.key not in LOADER_SIDE:
+            add([*lifted, *(d for d in requirements(c, world) if all(d is not x for x in lifted))], c)
         else:
             add(requirements(c, plan.changes), c)
     if lifted:
         add(lifted[:-1], w)  # the reference of the stacked candidates (on the fallback, where there is one)
-    for cand in out[1:]:  # judged against the candidate that holds exactly what it requires, where there is one
-        cand.against = next((o.name for o in out if needed[cand.name] and _same(o.changes, needed[cand.name])),
-                            "baseline")
     out += [Candidate(f"{c.key}={c.after}", [c]) for c in plan.fallbacks
             if f"{c.key}={c.after}" not in {x.name for x in out}]
-    for cand in out:  # a fallback alone, added last, is the reference of what is stacked on it
-        if cand.against == "baseline" and needed.get(cand.name):
-            cand.against = next((o.name for o in out if _same(o.changes, needed[cand.name])), "baseline")
-    if len(plan.changes) > 1 and all(len(c.changes) < len(plan.changes) for c in out):
+    # every reference exists: what a candidate requires is itself a candidate, built on what its last change requires
+    # (compile as the workers' driver: batch=64+compile under batch=64+compile+workers)
+    for cand in out[1:]:
+        needs = needed.get(cand.name) or []
+        while needs and not any(_same(o.changes, needs) for o in out):
+            add(needs[:-1], needs[-1])
+            needs = needs[:-1]
+    for cand in out[1:]:
+        needs = needed.get(cand.name) or []
+        cand.against = next((o.name for o in out if needs and _same(o.changes, needs)), "baseline")
+    if len(plan.changes) > 1 and not any(_same(c.changes, plan.changes) for c in out):
         out.append(Candidate("plan", list(plan.changes)))
     return out
+
+
+def _usable(f: Change, plan: Plan) -> bool:
+    """A fallback at which the plan's other changes can run: no CUDA graphs with gradient accumulation
+    (pytorch/pytorch#169545)."""
+    graphs = any(c.kind == "args" and c.key == "compile" and c.after == "reduce-overhead" for c in plan.changes)
+    return not (graphs and f.kind == "args" and f.key == "batch" and isinstance(f.after, (int, float))
+                and accumulate(plan.nbs, f.after) > 1)
 
 
 def _same(a: list[Change], b: list[Change]) -> bool:
@@ -261,17 +278,18 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             why, keep = f"{gain:+.1%} is within the noise threshold {limit:.1%}", False
             noise = gain > MIN_GAIN
         verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why, par, inconclusive=noise))
-    # the kept changes: those of the fastest kept candidate holding each key (an unsafe change and its safe
-    # fallback may both pass; a change comes with what it requires), never the "plan" candidate's wholesale
-    won: dict[tuple[str, str], tuple[float, Candidate]] = {}
-    for c, v in zip((c for c in cands if c.name != "baseline"), verdicts[1:]):
-        if v.kept and c.name != "plan":
-            for x in c.changes:
-                if (x.kind, x.key) not in won or v.median > won[(x.kind, x.key)][0]:
-                    won[(x.kind, x.key)] = (v.median, c)
-    for c in cands:
-        if any(w is c for _, w in won.values()):
-            kept.extend(x for x in c.changes if won[(x.kind, x.key)][1] is c and all(x is not y for y in kept))
+    # the kept changes: kept candidates merged fastest first, each whole or not at all - one that sets a key to
+    # another value than a faster one did is left out with everything it brings (a change comes with the
+    # requirements it ran with: no batch=32 under a compile that was measured at batch 128); never the "plan"
+    # candidate's wholesale (an unsafe change and its safe fallback may both pass: the faster holds the key)
+    chosen: dict[tuple[str, str], Change] = {}
+    ranked = sorted(((v, c) for c, v in zip((c for c in cands if c.name != "baseline"), verdicts[1:])
+                     if v.kept and c.name != "plan"), key=lambda vc: -vc[0].median)
+    for _, c in ranked:
+        if all(chosen.get((x.kind, x.key), x) is x for x in c.changes):
+            chosen.update({(x.kind, x.key): x for x in c.changes})
+    for c in cands:  # in candidate order
+        kept.extend(x for x in c.changes if chosen.get((x.kind, x.key)) is x and all(x is not y for y in kept))
     return verdicts, spread, kept
 
 
