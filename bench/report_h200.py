@@ -302,8 +302,8 @@ def sweep_table(res: dict) -> list[str]:
           if p and p.get("python_ms")]
     if ms:
         rows += ["", f"Host probe: the time of a fixed single-thread Python loop just before / after each run "
-                 f"(yolodoctor/profiling/hostprobe.py), {min(ms):.0f} to {max(ms):.0f} ms over these runs. A host-bound configuration "
-                 "(launch-bound: the GPU waits for the host's kernel launches, finding LA201) runs at the host's "
+                 f"(yolodoctor/profiling/hostprobe.py), {min(ms):.0f} to {max(ms):.0f} ms over these runs. "
+                 "A host-bound configuration (launch-bound: the GPU waits for the host's kernel launches, finding LA201) runs at the host's "
                  "speed, so compare two rows only where their probes agree, or through interleaved repeats "
                  "(`fix --verify`)."]
     return rows

@@ -19,19 +19,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from yolodoctor.profiling import bounds  # noqa: E402
 from yolodoctor.profiling.events import read_events  # noqa: E402
-from yolodoctor.profiling.summary import steps_of  # noqa: E402
+from yolodoctor.profiling.summary import in_window, settings_of, steps_of, window_start  # noqa: E402
 
 SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0)
 
 
 def steady_steps(run: Path) -> list[dict]:
     events = list(read_events(run / "events.jsonl"))
-    settings = next((e["settings"] for e in events if e.get("type") == "settings"), {})
-    start = bounds.window_start(settings.get("workers") or 0, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
     steps = [s for s in steps_of(events) if s.get("train_index", 0) == 0]
-    return [s for s in steps if s.get("n", s["step"]) >= start and not s.get("traced")]
+    return in_window(steps, window_start(settings_of(events)))
 
 
 def windows(steps: list[dict], seconds: float) -> list[float]:

@@ -4,10 +4,10 @@ Each trial is a bounded `profile` of the real training (same dataset, augmentati
 and warm-up phase - as the run being fixed) with the default step rule, whose steady window is longer than the
 loader's prefetch queue. The baseline, each change on top of what it needs (candidates() says which), the safe
 fallbacks and the whole plan run in turn, in ABBA order (B c1 c2 ... P, then P ... c2 c1 B), so drift of the machine
-hits them alike. A change is kept when its median images/s beats its
-reference's (the baseline, or the candidate holding what it requires) by more than the noise threshold, it beats the
-reference in nearly every pair of repeats, every one of its trials completed, and what ran is what was asked (no
-batch halved after OOM, no compile fallen back to eager).
+hits them alike. A change is kept when its median images/s beats its reference's (the baseline, or the candidate
+holding what it requires) by more than the noise threshold, it beats the reference in nearly every pair of repeats,
+every one of its trials completed, and what ran is what was asked (no batch halved after OOM, no compile fallen back
+to eager).
 
 Noise threshold: Z standard errors of the difference of the two medians, at least MIN_GAIN. The run-to-run
 deviation is estimated from each configuration's range of repeats (range / d2(n), d2 the expected range of n normal
@@ -25,8 +25,9 @@ speed is bimodal, and two repeats of a 21%-spread baseline set a 43% threshold t
 The trade-off: a candidate judged after each round has up to max_reps - reps + 1 chances to pass, so a change that
 does nothing is kept a little more often than with one look; the pairs rule and MIN_GAIN bound it, and --max-reps
 equal to --reps gives one look. A candidate is not kept over a reference that did not run cleanly (a failed or
-mismatched trial): it would bring that change in with it. Each trial's profile times the host's own speed just before it (profiling/hostprobe: a fixed
-Python loop); `host_spread` says how much the machine itself moved across the trials, which a shared machine does.
+mismatched trial): it would bring that change in with it. Each trial's profile times the host's own speed just
+before it (profiling/hostprobe: a fixed Python loop); `host_spread` says how much the machine itself moved across
+the trials, which a shared machine does.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def candidates(plan: Plan) -> list[Candidate]:
     (none, or one at which a planned compile='reduce-overhead' would meet gradient accumulation) nothing is stacked."""
     w = next((c for c in plan.changes if c.kind == "args" and c.key == "workers" and c.reason == LOADER_REASON), None)
     world = list(plan.changes)  # where the stacked candidates are built
-    for u in requirements(w, plan.changes) if w is not None else []:
+    below = requirements(w, plan.changes) if w is not None else []  # what the workers change rests on
+    for u in below:
         if u.changes_training:
             f = next((f for f in plan.fallbacks if (f.kind, f.key) == (u.kind, u.key) and _usable(f, plan)), None)
             if f is None:
@@ -134,7 +136,6 @@ def candidates(plan: Plan) -> list[Candidate]:
             out.append(Candidate(name, [*needs, c]))
             needed[name] = needs
 
-    below = requirements(w, plan.changes) if w is not None else []
     for c in plan.changes:
         if lifted and all(c is not d for d in [*lifted, *below]) and c.key not in LOADER_SIDE:
             add([*lifted, *(d for d in requirements(c, world) if all(d is not x for x in lifted))], c)
@@ -198,9 +199,9 @@ def deviation(values: list[float]) -> float | None:
     return (max(values) - min(values)) / med / D2[min(len(values), max(D2))] if med else None
 
 
-def threshold(a: list[float], b: list[float], *others: list[float]) -> float:
-    """The gain a's median must show over b's: Z standard errors of the difference, at the largest deviation."""
-    devs = [d for d in map(deviation, (a, b, *others)) if d is not None]
+def threshold(a: list[float], b: list[float]) -> float:
+    """The gain a's median must show over b's: Z standard errors of the difference, at the larger deviation."""
+    devs = [d for d in map(deviation, (a, b)) if d is not None]
     if not devs or not a or not b:
         return MIN_GAIN
     return max(Z * max(devs) * math.sqrt(1 / len(a) + 1 / len(b)), MIN_GAIN)
@@ -325,13 +326,12 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
         rep += 1
         if rep < reps:
             continue
-        verdicts = judge(runs, cands)[0]
+        verdicts, spread, kept = judge(runs, cands)
         todo = undecided(verdicts, cands) if rep < (max_reps or reps) else []
         if todo:
             log(f"more repeats to decide {', '.join(v.candidate for v in verdicts if v.inconclusive)}: within the "
                 "noise so far")
-    verdicts, spread, kept = judge(runs, cands)
-    return TrialReport(runs, verdicts, spread, kept)
+    return TrialReport(runs, verdicts, spread, kept)  # judged after the last round
 
 
 def _profile_trial(c: Candidate, rep: int, run_dir: Path, base_args: dict[str, Any], steps: int | str,

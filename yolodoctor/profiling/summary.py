@@ -18,8 +18,8 @@ def summarise(events: list[dict], settings: dict[str, Any] | None = None) -> dic
     trains = sorted({e.get("train_index", 0) for e in steps_of(events)})
     if len(trains) <= 1:
         t = trains[0] if trains else 0
-        return summarise_train(steps_of(events), settings or _settings(events, t)) | _recorder_cost(events, t)
-    per = [summarise_train([s for s in steps_of(events) if s.get("train_index", 0) == t], _settings(events, t))
+        return summarise_train(steps_of(events), settings or settings_of(events, t)) | _recorder_cost(events, t)
+    per = [summarise_train([s for s in steps_of(events) if s.get("train_index", 0) == t], settings_of(events, t))
            | _recorder_cost(events, t) | {"train_index": t} for t in trains]
     main = max(per, key=lambda d: d["steps"])
     return {**main, "per_train": per}
@@ -32,9 +32,19 @@ def _recorder_cost(events: list[dict], train_index: int) -> dict[str, Any]:
     return {"recorder_us_per_step": 1e6 * end["recorder_s"] / end["steps"]} if end else {}
 
 
-def _settings(events: list[dict], train_index: int) -> dict[str, Any]:
+def settings_of(events: list[dict], train_index: int = 0) -> dict[str, Any]:
     return next((e.get("settings") or {} for e in events
                  if e.get("type") == "settings" and e.get("train_index", 0) == train_index), {})
+
+
+def window_start(settings: dict[str, Any]) -> int:
+    """The first step of a run's steady window (profiling/bounds.py), from its effective settings."""
+    return bounds.window_start(settings.get("workers") or 0, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
+
+
+def in_window(steps: list[dict], start: int) -> list[dict]:
+    """The steps from ``start`` on, the profiler-traced ones left out."""
+    return [s for s in steps if s.get("n", s["step"]) >= start and not s.get("traced")]
 
 
 def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = False) -> dict[str, Any]:
@@ -43,12 +53,10 @@ def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = F
     if not steps:
         return out
     out["seconds"] = steps[-1]["t1"] - (steps[0]["t0"] - (steps[0].get("wait") or 0))
-    workers = settings.get("workers") or 0
-    depth = bounds.prefetch_depth(workers, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
-    start = bounds.window_start(workers, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
-    if whole:
-        start = steps[0].get("n", steps[0]["step"])
-    window = [s for s in steps if s.get("n", s["step"]) >= start and not s.get("traced")]
+    depth = bounds.prefetch_depth(settings.get("workers") or 0,
+                                  settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
+    start = steps[0].get("n", steps[0]["step"]) if whole else window_start(settings)
+    window = in_window(steps, start)
     out["window"] = {"first_step": start, "steps": len(window), "prefetch_depth": depth,
                      "valid": len(window) >= max(2 * depth, 10),
                      "why": None}
