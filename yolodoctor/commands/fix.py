@@ -174,6 +174,9 @@ def _print_trials(out, t) -> None:
         table.add_row(v.candidate, str(v.runs), f"{v.median:.1f}" if v.median else "-",
                       f"{v.gain:+.1%}" if v.gain is not None else "-", "yes" if v.kept else "no", v.why)
     out.print(table)
+    if t.noise and t.noise.deviation:
+        out.print(f"[dim]Run-to-run noise: {t.noise.deviation:.1%} (relative deviation pooled over the configurations "
+                  f"that ran twice or more, {t.noise.df} degrees of freedom); thresholds are a t-test's at 97.5%.[/]")
     from yolodoctor.profiling.hostprobe import MOVED
 
     hs = t.host_spread
