@@ -122,6 +122,42 @@ def holding(fx: dict, changes: dict[str, Any]) -> dict | None:
                  and set(v["candidate"].split("+")) == want), None) if want else None
 
 
+def rejudge(fx: dict) -> dict | None:
+    """The recorded trials judged again under the current rules (yolodoctor.fixing.trials.judge): what fix would keep
+    from the same measurements today. Candidates are rebuilt from their names, each judged against the candidate
+    holding the largest part of its changes (candidates()' rule: what it requires; the whole plan against the
+    baseline). None where a change alters training: its loss parity needs the loss curves, which the results do not
+    keep."""
+    from yolodoctor.fixing.planner import Change
+    from yolodoctor.fixing.trials import Candidate, TrialRun, judge
+
+    tr = fx.get("trials") or {}
+    if not tr.get("verdicts") or any(c.get("safety") == "unsafe" for c in fx.get("plan", [])):
+        return None
+    made: dict[str, Change] = {}
+
+    def change(word: str) -> Change:
+        k, v = word.split("=", 1)
+        planned = next((c for c in fx.get("plan", []) if c["key"] == k and str(c["after"]) == v), None)
+        return made.setdefault(word, Change("args", k, (planned or {}).get("before"),
+                                            planned["after"] if planned else v, (planned or {}).get("reason", "")))
+
+    names = [v["candidate"] for v in tr["verdicts"]]
+    sets = {n: [] if n == "baseline" else ([change(f"{c['key']}={c['after']}") for c in fx.get("plan", [])]
+                                           if n == "plan" else [change(w) for w in n.split("+")]) for n in names}
+    cands = []
+    for n in names:
+        below = [m for m in names if m not in (n, "plan") and n != "plan" and sets[m]
+                 and {id(x) for x in sets[m]} < {id(x) for x in sets[n]}]
+        cands.append(Candidate(n, sets[n], against=max(below, key=lambda m: len(sets[m]), default="baseline")))
+    runs = [TrialRun(r["candidate"], r["rep"], r["run_dir"], r["status"], r.get("reason"), r.get("images_per_s"),
+                     r.get("window_valid"), r.get("mismatch") or [], None, r.get("host_ms"))
+            for r in tr.get("runs", []) if r["candidate"] in sets]
+    verdicts, _, kept, noise = judge(runs, cands)
+    return {"kept": {c.key: c.after for c in kept}, "noise": noise.deviation, "df": noise.df,
+            "verdicts": {v.candidate: v.why for v in verdicts}}
+
+
 def trial_ratio(fx: dict) -> tuple[str, float] | None:
     """The trials' own (bounded, interleaved) ratio for the set of changes that was kept, where one candidate is it."""
     base = next((v.get("median") for v in (fx.get("trials") or {}).get("verdicts", [])
@@ -370,8 +406,13 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
                    f"with {w} workers at batch {b}{' (cache)' if cache else ''} ({src}): "
                    + ("the loader is the limit" if ips >= 0.85 * cap else "headroom left, the GPU side is the limit"))
     out.append(f"GPU: utilisation {fmt(fa.get('gpu.util_mean'), '.0f')}% (NVML, device-wide), data wait "
-               f"{fmt(run.get('wait_share'), '.0%')}, training thread {fmt(fa.get('cpu.train_thread_pct'), '.0f')}% "
-               f"of a core, CPU saturated {fmt(fa.get('cpu.saturated_share'), '.0%')} of the time")
+               f"{fmt(run.get('wait_share'), '.0%')}, median step {fmt((run.get('step_s_median') or 0) * 1e3 or None, '.0f')}"
+               f" ms of which the GPU-timed span (CUDA events around the step) {fmt(run.get('gpu_ms_median'), '.0f')} "
+               f"ms, {fmt(fa.get('trace.syncs_per_step'), '.0f')} host-device syncs per step (its trace)")
+    out.append(f"CPU: training thread {fmt(fa.get('cpu.train_thread_pct'), '.0f')}% of a core, loader workers "
+               f"{fmt(fa.get('cpu.train_workers_pct'), '.0f')}%, the whole machine {fmt(fa.get('cpu.total_pct'), '.0f')}"
+               f"% of its {((fx.get('machine') or {}).get('cores')) or '?'} cores, saturated "
+               f"{fmt(fa.get('cpu.saturated_share'), '.0%')} of the time")
     out.append(f"compile: asked {st.get('compile_requested')!r}, active {st.get('compile_active')}; first-steps "
                f"excess {fmt(run.get('first_steps_excess_s'))} s (compile part: cold "
                f"{fmt(units(res, 'compile').get('compile', {}).get('cost_cold_s'))} s, warm "
@@ -386,10 +427,16 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
                                                     for c, v in dropped))
         whole, mine = verdicts.get("plan"), holding(fx, kept)
         if whole and mine and whole.get("median") and mine.get("median"):
-            out.append(f"trials: the whole plan ran {whole['median']:.0f} img/s (median), what was kept "
-                       f"({mine['candidate']}) {mine['median']:.0f}: {whole['median'] / mine['median'] - 1:+.0%}, "
-                       f"under a baseline spread of {fmt(tr.get('baseline_spread'), '.0%')} over "
-                       f"{whole.get('runs')} repeats")
+            out.append(f"trials: the whole plan ran {whole['median']:.0f} img/s (median of "
+                       f"{fmt(whole.get('runs'), 'd')}), what was kept ({mine['candidate']}) {mine['median']:.0f} "
+                       f"(of {fmt(mine.get('runs'), 'd')}): {whole['median'] / mine['median'] - 1:+.0%}")
+    again = rejudge(fx)
+    if again and again["kept"] != kept:
+        out.append(f"trials judged again under the current rules (pooled run-to-run deviation "
+                   f"{fmt(again['noise'], '.1%')}, {again['df']} degrees of freedom): fix would keep "
+                   f"{' '.join(f'{k}={v}' for k, v in again['kept'].items()) or 'nothing'}"
+                   + (f" - {again['verdicts']['plan'].split('; ')[-1]}" if "applied whole" in
+                      again["verdicts"].get("plan", "") else ""))
     best = best_swept(res)
     if best:
         plan_args = {**hb.DEFAULTS.args(), **(fx.get("applied") or {}).get("args", {})}
