@@ -339,9 +339,9 @@ def sweep_table(res: dict) -> list[str]:
     if ms:
         rows += ["", f"Host probe: the time of a fixed single-thread Python loop just before / after each run "
                  f"(yolodoctor/profiling/hostprobe.py), {min(ms):.0f} to {max(ms):.0f} ms over these runs. "
-                 "A host-bound configuration (launch-bound: the GPU waits for the host's kernel launches, finding LA201) runs at the host's "
-                 "speed, so compare two rows only where their probes agree, or through interleaved repeats "
-                 "(`fix --verify`)."]
+                 "A host-bound configuration (launch-bound: the GPU waits for the host's kernel launches, finding "
+                 "LA201) runs at the host's speed, so compare two rows only where their probes agree, or through "
+                 "interleaved repeats (`fix --verify`)."]
     return rows
 
 
@@ -406,12 +406,14 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
                    f"with {w} workers at batch {b}{' (cache)' if cache else ''} ({src}): "
                    + ("the loader is the limit" if ips >= 0.85 * cap else "headroom left, the GPU side is the limit"))
     out.append(f"GPU: utilisation {fmt(fa.get('gpu.util_mean'), '.0f')}% (NVML, device-wide), data wait "
-               f"{fmt(run.get('wait_share'), '.0%')}, median step {fmt((run.get('step_s_median') or 0) * 1e3 or None, '.0f')}"
-               f" ms of which the GPU-timed span (CUDA events around the step) {fmt(run.get('gpu_ms_median'), '.0f')} "
+               f"{fmt(run.get('wait_share'), '.0%')}, median step "
+               f"{fmt((run.get('step_s_median') or 0) * 1e3 or None, '.0f')} ms of which the GPU-timed span (CUDA "
+               f"events around the step) {fmt(run.get('gpu_ms_median'), '.0f')} "
                f"ms, {fmt(fa.get('trace.syncs_per_step'), '.0f')} host-device syncs per step (its trace)")
     out.append(f"CPU: training thread {fmt(fa.get('cpu.train_thread_pct'), '.0f')}% of a core, loader workers "
-               f"{fmt(fa.get('cpu.train_workers_pct'), '.0f')}%, the whole machine {fmt(fa.get('cpu.total_pct'), '.0f')}"
-               f"% of its {((fx.get('machine') or {}).get('cores')) or '?'} cores, saturated "
+               f"{fmt(fa.get('cpu.train_workers_pct'), '.0f')}%, the whole machine "
+               f"{fmt(fa.get('cpu.total_pct'), '.0f')}% of its {((fx.get('machine') or {}).get('cores')) or '?'} "
+               "cores, saturated "
                f"{fmt(fa.get('cpu.saturated_share'), '.0%')} of the time")
     out.append(f"compile: asked {st.get('compile_requested')!r}, active {st.get('compile_active')}; first-steps "
                f"excess {fmt(run.get('first_steps_excess_s'))} s (compile part: cold "
