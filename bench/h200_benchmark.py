@@ -292,6 +292,25 @@ def digest(run: Path, curve: bool = False) -> dict[str, Any]:
     return out
 
 
+def phases(run: Path) -> dict[str, float] | None:
+    """Where a run's wall time went, from its events: process start and imports until the trainer begins
+    (``start_s``), the trainer's setup until the first epoch (``setup_s``), the first step (first batch and first
+    forward/backward: a compile happens here, ``first_step_s``), the remaining steps (``steps_s``), and from the last
+    step to the run's end (``end_s``; the validation of a whole run is in it)."""
+    try:
+        ev = read_events(run)
+    except OSError:
+        return None
+    at = {t: next((e["t"] for e in ev if e.get("type") == t and e.get("train_index", 0) == 0), None)
+          for t in ("run_start", "train_begin", "epoch_start", "run_end")}
+    steps = sorted((e for e in ev if e.get("type") == "step" and e.get("train_index", 0) == 0), key=lambda e: e["t"])
+    if None in at.values() or not steps:
+        return None
+    return {"start_s": at["train_begin"] - at["run_start"], "setup_s": at["epoch_start"] - at["train_begin"],
+            "first_step_s": steps[0]["t"] - at["epoch_start"], "steps_s": steps[-1]["t"] - steps[0]["t"],
+            "end_s": at["run_end"] - steps[-1]["t"], "total_s": at["run_end"] - at["run_start"]}
+
+
 # ---------------------------------------------------------------------------------------------------------- machine
 def machine() -> dict[str, Any]:
     from yolodoctor.api.nvml import visible_now
@@ -592,6 +611,7 @@ class Runner:
             return rec | {"status": "failed", "reason": _tail(run / "fix.log") or _tail(run / "profile.log")}
         tr = env.get("trials") or {}
         for r in tr.get("runs", []):
+            r["phases"] = phases(Path(r["run_dir"]))  # where each trial's time went (compile: its first step)
             r["run_dir"] = Path(r["run_dir"]).name
         ap = env.get("applied") or {}
         rec.update(status=ap.get("status", "no apply"), findings=[f["id"] for f in env.get("findings", [])],

@@ -158,6 +158,37 @@ def rejudge(fx: dict) -> dict | None:
             "verdicts": {v.candidate: v.why for v in verdicts}}
 
 
+def trial_compile(fx: dict) -> dict | None:
+    """Compile cost as fix --verify's trials paid it, on one machine and interleaved: setup + first step of each
+    compiled trial minus the median of the eager trials at the same batch. A candidate's first trial compiles with
+    whatever the inductor cache holds (cold for a graph not compiled before on the machine: another flag such as
+    deterministic=False is another graph), its later trials find their own graph cached (warm)."""
+    runs = [r for r in (fx.get("trials") or {}).get("runs", []) if r.get("phases") and r.get("status") == "complete"]
+    base = {"batch": str(((fx.get("profile") or {}).get("settings") or {}).get("batch"))}
+    whole = {c["key"]: str(c["after"]) for c in fx.get("plan", [])}
+
+    def args(r: dict) -> dict[str, str]:  # what the trial ran, over the profiled defaults
+        name = r["candidate"]
+        own = whole if name == "plan" else dict(w.split("=", 1) for w in name.split("+")) if name != "baseline" else {}
+        return {**base, **own}
+
+    compiled = [r for r in runs if args(r).get("compile") not in (None, "False")]
+    if not compiled:
+        return None
+    b, mode = args(compiled[0])["batch"], args(compiled[0])["compile"]
+    eager = [r["phases"]["setup_s"] + r["phases"]["first_step_s"] for r in runs
+             if args(r).get("compile") in (None, "False") and args(r)["batch"] == b]
+    if not eager:
+        return None
+    ref, seen, first, again = statistics.median(eager), set(), [], []
+    for r in (r for r in compiled if args(r)["batch"] == b):  # in the order they ran
+        x = r["phases"]["setup_s"] + r["phases"]["first_step_s"] - ref
+        (again if r["candidate"] in seen else first).append(x)
+        seen.add(r["candidate"])
+    return {"batch": b, "mode": mode, "eager_s": ref, "n_eager": len(eager), "first": first,
+            "again": statistics.median(again) if again else None, "n_again": len(again)}
+
+
 def trial_ratio(fx: dict) -> tuple[str, float] | None:
     """The trials' own (bounded, interleaved) ratio for the set of changes that was kept, where one candidate is it."""
     base = next((v.get("median") for v in (fx.get("trials") or {}).get("verdicts", [])
@@ -181,7 +212,7 @@ def figures(res: dict) -> dict[str, Any]:
             applied = {**applied, "machine": fx.get("machine")}
         d = defaults_for(res, fx)
         f: dict[str, Any] = {"status": fx.get("status"), "kept": fx.get("kept"), "applied": fx.get("applied"),
-                             "goal": GOALS[part], "trial_ratio": trial_ratio(fx)}
+                             "goal": GOALS[part], "trial_ratio": trial_ratio(fx), "trial_compile": trial_compile(fx)}
         if ok(applied) and d:
             f["ratio"] = applied["steady_ips"] / d["steady_ips"]
             f["ips"] = (d["steady_ips"], applied["steady_ips"])
@@ -485,6 +516,13 @@ def body(res: dict) -> str:
                      f"{p['plan']['one_off_s']:.0f} s (setup incl. cache {p['plan']['setup_s']:.0f} s, first steps "
                      f"incl. compile {p['plan']['excess_s']:.0f} s); epoch {p['defaults']['epoch_s']:.0f} s vs "
                      f"{p['plan']['epoch_s']:.0f} s |")
+        tc = x.get("trial_compile")
+        if tc:
+            L.append(f"| {part}: compile cost in its trials (batch {tc['batch']}, {tc['mode']}) | - | first trial of "
+                     f"each compiled candidate {', '.join(f'{v:+.0f} s' for v in tc['first'])}; later trials "
+                     f"{fmt(tc['again'], '+.0f')} s (median of {tc['n_again']}) | - | setup + first step of a "
+                     f"compiled trial minus the eager trials' median at that batch ({tc['eager_s']:.1f} s, "
+                     f"{tc['n_eager']} trials); one machine, interleaved |")
         lo = x.get("loss")
         if lo:
             L.append(f"| {part}: loss vs defaults at {lo['opt_steps']} optimizer steps | within noise"

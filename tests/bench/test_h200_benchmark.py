@@ -165,13 +165,23 @@ def test_fix_record_keeps_plan_trials_and_what_was_applied(tmp_path):
     change = {"kind": "args", "key": "batch", "before": 16, "after": 64, "safety": "safe", "reason": "LA201 x"}
     env = {"findings": [{"id": "LA201"}], "plan": {"changes": [change], "dropped": []},
            "trials": {"runs": [{"candidate": "baseline", "run_dir": "/x/trials-profile/baseline-1",
-                                "images_per_s": 200.0}], "verdicts": [], "kept": [change]},
+                                "images_per_s": 200.0},
+                               {"candidate": "batch=64", "run_dir": str(tmp_path / "batch_64-1"),
+                                "images_per_s": 600.0}], "verdicts": [], "kept": [change]},
            "applied": {"status": "complete", "applied": "plan", "rolled_back": False, "run_dir": str(tmp_path / "no"),
                        "changes": [change]}}
     (run / "fix.json").write_text(json.dumps(env))
     r = hb.Runner.fix_record(None, run, {"rc_profile": 0, "rc_fix": 0})
     assert r["kept"] == {"batch": 64} and r["applied"]["args"] == {"batch": 64} and r["findings"] == ["LA201"]
     assert r["trials"]["runs"][0]["run_dir"] == "baseline-1" and r["status"] == "complete"
+    # each trial's phases are read from its own events where they are there (not from /x: gone)
+    assert r["trials"]["runs"][0]["phases"] is None and r["trials"]["runs"][1]["phases"] is None
+    (tmp_path / "batch_64-1").mkdir()
+    (tmp_path / "batch_64-1" / "events.jsonl").write_text("\n".join(json.dumps(e) for e in (
+        {"type": "run_start", "t": 0.0}, {"type": "train_begin", "t": 7.0}, {"type": "epoch_start", "t": 8.0},
+        {"type": "step", "t": 17.0}, {"type": "step", "t": 27.0}, {"type": "run_end", "t": 28.0})))
+    r = hb.Runner.fix_record(None, run, {"rc_profile": 0, "rc_fix": 0})
+    assert r["trials"]["runs"][1]["phases"]["first_step_s"] == 9.0 and r["trials"]["runs"][1]["run_dir"] == "batch_64-1"
     (run / "fix.json").write_text("")
     assert hb.Runner.fix_record(None, run, {"rc_profile": 0, "rc_fix": 1})["status"] == "failed"
 
@@ -434,3 +444,36 @@ def test_the_recorded_trials_are_judged_again_under_the_current_rules():
     # a plan with a change to training is not judged again: its loss parity needs curves the results do not keep
     unsafe = {**fx, "plan": [{**c, "safety": "unsafe"} if c["key"] == "batch" else c for c in h["plan"]]}
     assert rep.rejudge(unsafe) is None
+
+
+def test_phases_say_where_a_runs_time_went(tmp_path):
+    ev = [{"type": "run_start", "t": 100.0}, {"type": "train_begin", "t": 107.5, "train_index": 0},
+          {"type": "epoch_start", "t": 109.0, "train_index": 0},
+          {"type": "step", "t": 118.0, "train_index": 0}, {"type": "step", "t": 118.1, "train_index": 0},
+          {"type": "step", "t": 130.0, "train_index": 0}, {"type": "run_end", "t": 131.5}]
+    (tmp_path / "events.jsonl").write_text("\n".join(json.dumps(e) for e in ev) + "\n{\"type\": \"st")
+    assert hb.phases(tmp_path) == pytest.approx({"start_s": 7.5, "setup_s": 1.5, "first_step_s": 9.0,
+                                                 "steps_s": 12.0, "end_s": 1.5, "total_s": 31.5})
+    (tmp_path / "events.jsonl").write_text(json.dumps(ev[0]) + "\n")  # cut off before its first step
+    assert hb.phases(tmp_path) is None and hb.phases(tmp_path / "gone") is None
+
+
+def test_compile_cost_is_read_off_the_trials_that_compiled():
+    def run(cand, first, setup=1.2):
+        return {"candidate": cand, "status": "complete", "phases": {"setup_s": setup, "first_step_s": first}}
+    fx = {"profile": {"settings": {"batch": 16}},
+          "plan": [{"key": "batch", "after": 64}, {"key": "compile", "after": "reduce-overhead"},
+                   {"key": "deterministic", "after": False}],
+          "trials": {"runs": [run("baseline", 5.0), run("batch=64", 9.0), run("batch=64+compile=reduce-overhead",
+                                                                             109.0, 4.0),
+                              run("plan", 110.0, 3.8), run("plan", 16.0, 3.8), run("batch=64", 8.6),
+                              run("batch=64+compile=reduce-overhead", 15.0, 4.0)]}}
+    tc = rep.trial_compile(fx)
+    # eager at batch 64: 10.2 and 9.8 (the baseline ran batch 16: not a reference); the plan compiled too
+    assert tc["batch"] == "64" and tc["mode"] == "reduce-overhead" and tc["eager_s"] == pytest.approx(10.0)
+    assert tc["first"] == pytest.approx([103.0, 103.8]) and tc["again"] == pytest.approx((9.8 + 9.0) / 2)
+    assert tc["n_again"] == 2 and tc["n_eager"] == 2
+    fx["plan"] = fx["plan"][:1]
+    fx["trials"]["runs"] = [r for r in fx["trials"]["runs"] if "compile" not in r["candidate"]
+                            and r["candidate"] != "plan"]
+    assert rep.trial_compile(fx) is None  # nothing compiled
