@@ -19,6 +19,10 @@ Parts (`all` runs them in this order; every unit of a part is skipped once its r
   sweep       bounded `profile --no-trace` runs over the grid below, plus each applied plan's own configuration
   spread      one configuration (--spread-config, default b64-w16) profiled twice; another configuration's pair is
               recorded beside the default's (spread-CONFIG-1/2)
+  workers     is the host's launch work slowed by the loader workers' CPU load? batch 64 with compile='reduce-overhead'
+              at 8, 12 and 16 workers, bounded, in alternating rounds (ABC CBA). The step's compute time (data wait
+              left out: fewer workers leave the loader short, but a step's own work is the same) and its spread per
+              count: if it grows with the workers, they slow the host's launch threads (BENCHMARKS.md, issue-6 notes)
   compile     compile cost on one machine: the --compile-config eager, then compiled with an empty inductor/Triton
               cache (cold), then again with that cache (warm); cost = the first steps' excess over the steady step
               time, compiled minus eager
@@ -27,10 +31,11 @@ Bookkeeping: results are small JSON files, one per part, in --results (default b
 committed, so that a later session and a fresh machine skip what was finished); run directories, logs and the dataset
 live in --work (default bench/out/h200/, git-ignored). A record carries the machine (host, GPU, boot id = lease), its
 wall time and its digest (steady images/s, epochs, setup and first-step excess, per-optimizer-step loss for whole runs,
-a few diagnosis facts) and a host probe before and after it (probe(), yolodoctor/profiling/hostprobe.py: a Python loop, a JPEG decode, a memory
-copy - the host's own speed, to tell a machine that slowed from a run that did). `run` starts a unit only when the time it took before (or an estimate) fits in what is left
-of --budget-s, so a device command (10 minutes at most) ends cleanly; exit 3 means "call again". A unit cut off
-mid-way is redone from its start. Results of another scale are refused (the scale is stored with them).
+a few diagnosis facts) and a host probe before and after it (probe(), yolodoctor/profiling/hostprobe.py: a Python
+loop, a JPEG decode, a memory copy - the host's own speed, to tell a machine that slowed from a run that did). `run`
+starts a unit only when the time it took before (or an estimate) fits in what is left of --budget-s, so a device
+command (10 minutes at most) ends cleanly; exit 3 means "call again". A unit cut off mid-way is redone from its
+start. Results of another scale are refused (the scale is stored with them).
 
 Mosaic: Ultralytics closes mosaic once `epoch >= epochs - close_mosaic` (trainer.py, 8.4.190), i.e. from the first
 epoch whenever epochs <= close_mosaic (10). Every run here passes close_mosaic=0 so that mosaic stays on, as in the
@@ -64,9 +69,11 @@ GPU minutes at full scale, estimated from BENCHMARKS.md (defaults ~190-240 img/s
 bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm compile):
   bash bench/h200_benchmark.sh dataset      #  ~1.5 min: 22,000 JPEGs on 16 cores (any part makes it first if missing)
   bash bench/h200_benchmark.sh defaults     #  ~2.5 min: one epoch of 20,000 images at ~200 img/s, validation, setup
-  bash bench/h200_benchmark.sh fix-safe     # ~14-20 min, 2-3 commands (14 min measured on lease dd6bc160: profile,
-                                            #   12 trials of ~55 s, the applied epoch), plus up to ~6 trials where noise
-                                            #   leaves a change undecided (fix --max-reps 4), +3 for its defaults run
+  bash bench/h200_benchmark.sh fix-safe     # ~17-20 min, 3 commands (17 measured on lease 78286506: its defaults
+                                            #   run 2.4, then profile, 18 trials of ~31 s eager and ~40 s compiled,
+                                            #   +100 s for each compiled candidate's first (cold) trial, the applied
+                                            #   epoch; extra repeats where noise leaves a change undecided:
+                                            #   --max-reps 4)
   bash bench/h200_benchmark.sh fix-unsafe   # ~25 min, 3 commands: 18 trials (baseline, batch 128 alone and with the
                                             #   workers, the batch-64 fallback alone and with them, compile,
                                             #   deterministic and bf16 on batch 64 + workers, plan) plus extra repeats;
@@ -75,13 +82,17 @@ bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm
   bash bench/h200_benchmark.sh sweep        # ~20 min, 3 commands: 14 grid points + the 2 plans (7-9 compiled)
   bash bench/h200_benchmark.sh spread       #  ~2 min: b64-w16 profiled twice
   bash bench/h200_benchmark.sh compile      #  ~6 min: eager ~1, cold ~3, warm ~2 (b64-w16 reduce-overhead)
-About 80 GPU minutes in all. Done 2026-12-03: dataset, loader, spread (twice: leases 4f4f4347 and 276019de, the
-second with the host probe and --py-spy 8), sweep 11 of 14 points, defaults and fix-safe (lease dd6bc160, with the
-trial rules before the GPU-side-on-top-of-workers and --max-reps changes). Left, ~3 sessions of ~20-25 usable minutes:
-(1) fix-safe again with the current trials (`bash bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`, ~25 min
-with its own defaults run on a new machine; the extra repeats add ~3-6 trials), (2) fix-unsafe, (3) the rest of the sweep, its plan
-points and the grid's best again on the plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/BEST`), then
-compile. Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
+  bash bench/h200_benchmark.sh workers      #  ~5 min: 6 bounded compiled runs of ~45 s (a cold compile first: +100 s)
+About 80 GPU minutes in all. Done 2026-12-03: dataset, loader, spread (b64-w16 twice: leases 4f4f4347 and 276019de,
+the second with the host probe and --py-spy 8; b64-w16-ro: lease 78286506), sweep 12 of 14 points, defaults and
+fix-safe (lease dd6bc160 with the trial rules before the GPU-side-on-top-of-workers and --max-reps changes, then
+again on lease 78286506 with them; each applied batch 64 + workers 14), the GPU tests. Left, ~2 sessions of ~25
+usable minutes: (1) fix-unsafe alone (`bash bench/h200_benchmark.sh fix-unsafe`, ~27 min with its defaults run and
+the machine's start: call again at once on exit 3); (2) fix-safe again under the pooled-noise and measured-together
+rules (`bash bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`), the rest of the sweep with its plan points and
+the grid's best again on the plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/BEST`), compile, and
+the worker-contention test (BENCHMARKS.md notes: batch 64 reduce-overhead at workers 10/14/16, interleaved).
+Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
 the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
 bench/results/h200-benchmark/ (commit it), and `python bench/report_h200.py` shows where things stand.
 Found 2026-12-03: at batch 128 with 16 workers the loader's prefetch queue is 64 batches (8,192 images) and an epoch
@@ -120,7 +131,7 @@ from yolodoctor.fixing.parity import opt_curve  # noqa: E402  (also what fix --v
 
 import pyspy_probe  # noqa: E402
 
-PARTS = ["dataset", "defaults", "fix-safe", "fix-unsafe", "loader", "sweep", "spread", "compile"]
+PARTS = ["dataset", "defaults", "fix-safe", "fix-unsafe", "loader", "sweep", "spread", "compile", "workers"]
 RESULTS = ROOT / "bench" / "results" / "h200-benchmark"
 WORK = ROOT / "bench" / "out" / "h200"
 SETTLE, PREFETCH = 20, 4  # yolodoctor's steady window starts after SETTLE + workers x PREFETCH steps
@@ -143,7 +154,7 @@ class Scale:
 
 
 TINY = Scale(images=480, val_images=32, size="160x120", imgsz=64, loader_seconds=3.0, reps=1, tiny=True)
-TINY_MAP = {"batch": {16: 2, 64: 4, 128: 8}, "workers": {8: 1, 16: 2}}
+TINY_MAP = {"batch": {16: 2, 64: 4, 128: 8}, "workers": {8: 1, 12: 2, 16: 2}}
 
 
 # ---------------------------------------------------------------------------------------------------------- grid
@@ -215,6 +226,20 @@ def loader_units(tiny: bool = False) -> dict[str, dict[str, Any]]:
     return out
 
 
+WORKERS_TEST = (8, 12, 16)  # the workers part: batch 64 reduce-overhead at these loader worker counts
+WORKERS_ROUNDS = 2
+
+
+def workers_units(tiny: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """The workers part's units in the order they run: batch 64 with CUDA graphs at each worker count, in rounds of
+    alternating order (ABC CBA), so that drift of the machine falls on every count alike."""
+    out = []
+    for r in range(WORKERS_ROUNDS):
+        for w in (WORKERS_TEST if r % 2 == 0 else WORKERS_TEST[::-1]):
+            out.append((f"b64-ro-w{w}-{r + 1}", Config("", 64, w, compile=RO).args(tiny)))
+    return out
+
+
 def spread_units(config: str) -> tuple[str, str]:
     """The spread part's unit names for a configuration: spread-1/2 for the default one, spread-CONFIG-1/2 else."""
     return ("spread-1", "spread-2") if config == SPREAD_DEFAULT else (f"spread-{config}-1", f"spread-{config}-2")
@@ -259,6 +284,9 @@ def digest(run: Path, curve: bool = False) -> dict[str, Any]:
         out.update(steady_ips=sum(s["images"] for _, s in tail) / sum(d for d, _ in tail), steady_steps=len(tail),
                    step_s_median=med, wait_share=sum(s.get("wait") or 0 for _, s in tail) / sum(d for d, _ in tail),
                    first_steps_excess_s=sum(dur[:skip]) - skip * med)
+        compute = statistics.quantiles([s["compute"] for _, s in tail], n=10, method="inclusive")
+        # the step's own work, data wait left out: p10, median, p90 (how much it jitters)
+        out["compute_s"] = [compute[0], statistics.median(s["compute"] for _, s in tail), compute[-1]]
         gpu = [s["gpu_ms"] for _, s in tail if s.get("gpu_ms")]
         if gpu:  # CUDA-event time of the step: tells a slower GPU side from a slower host between two runs
             out["gpu_ms_median"] = statistics.median(gpu)
@@ -670,6 +698,11 @@ class Runner:
         return [Unit(n, kind, lambda i=i: {"config": c.name, **self.bounded(
             self.work / "spread" / f"{c.name}-{i}", c.args(self.scale.tiny), curve=True)})
             for i, n in zip((1, 2), spread_units(c.name))]
+
+    def part_workers(self) -> list[Unit]:
+        return [Unit(n, "bounded-compiled" if a.get("compile") else "bounded",
+                     lambda n=n, a=a: {"workers": a["workers"], **self.bounded(self.work / "workers" / n, a)})
+                for n, a in workers_units(self.scale.tiny)]
 
     def part_compile(self) -> list[Unit]:
         return [Unit("compile", "compile", self.compile_unit)]

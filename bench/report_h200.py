@@ -327,7 +327,8 @@ def missing(res: dict) -> list[str]:
             "loader": list(hb.loader_units(tiny)),
             "sweep": [c.name for c in hb.grid(tiny)] + [f"plan-{p}" for p in ("safe", "unsafe")
                                                       if units(res, f"fix-{p}").get("fix", {}).get("kept")],
-            "spread": ["spread-1", "spread-2"], "compile": ["compile"]}
+            "spread": ["spread-1", "spread-2"], "compile": ["compile"],
+            "workers": [n for n, _ in hb.workers_units(tiny)]}
     out = []
     for part, names in want.items():
         have = units(res, part)
@@ -380,6 +381,27 @@ def probe_cell(rec: dict) -> str:
     hp = rec.get("host_probe") or {}
     b, a = (hp.get(k) or {} for k in ("before", "after"))
     return f"{b['python_ms']:.0f}/{a['python_ms']:.0f}" if b.get("python_ms") and a.get("python_ms") else "-"
+
+
+def workers_table(res: dict) -> list[str]:
+    """The workers part: per worker count, the rates of its rounds, their data wait, and each run's step compute
+    time (data wait left out) as median (p10-p90)."""
+    rows = ["| workers | steady img/s per round | data wait | step compute, run 1 | step compute, run 2 | lease |",
+            "|---|---|---|---|---|---|"]
+    by: dict[Any, list[dict]] = {}
+    for r in units(res, "workers").values():
+        by.setdefault(r.get("workers"), []).append(r)
+
+    def ms(r: dict) -> str:
+        c = r.get("compute_s")
+        return f"{c[1] * 1e3:.0f} ({c[0] * 1e3:.0f}-{c[2] * 1e3:.0f}) ms" if c else "-"
+    for w in sorted(by, key=lambda x: (x is None, x)):
+        rs = by[w]
+        rows.append(f"| {w} | {', '.join(fmt(r.get('steady_ips')) for r in rs)} | "
+                    f"{', '.join(fmt(r.get('wait_share'), '.0%') for r in rs)} | "
+                    + " | ".join(ms(r) for r in (rs + [{}, {}])[:2])
+                    + f" | {', '.join(sorted({str(lease(r)) for r in rs}))} |")
+    return rows
 
 
 def loader_table(res: dict) -> list[str]:
@@ -556,6 +578,11 @@ def body(res: dict) -> str:
             L += ["", f"### Trials of {part} (`fix --verify`, interleaved, lease {lease(fx)})", ""] + trial_tables(fx)
     L += ["", "### Sweep (bounded `profile --no-trace`, steady images/s, fastest first)", ""] + sweep_table(res)
     L += ["", "### The loader alone (Ultralytics' train loader, no model, mosaic on)", ""] + loader_table(res)
+    if units(res, "workers"):
+        L += ["", "### Loader workers and the host's work per step (batch 64, reduce-overhead, bounded)", "",
+              "Step compute: the step's own time with the data wait left out, median (p10-p90). If it grows with "
+              "the worker count, the workers' CPU load slows the host threads that launch the kernels.", ""]
+        L += workers_table(res)
     gone = missing(res)
     L += ["", "### Missing", ""] + ([f"- {m}" for m in gone] or ["Nothing: every part is recorded."])
     L += ["", "### Re-running it", "", "```", hb.__doc__[hb.__doc__.index("Commands for the GPU session"):].strip(),

@@ -68,6 +68,7 @@ def test_digest_steady_rate_excess_setup_epochs_and_optimizer_steps(tmp_path):
     write_run(tmp_path / "r", batch=16, steps=60, step_s=0.1, slow=0.3, accumulate=4, loss=2.0)
     d = hb.digest(tmp_path / "r", curve=True)
     assert d["steady_ips"] == pytest.approx(160.0) and d["steady_steps"] == 40
+    assert d["compute_s"] == pytest.approx([0.09, 0.09, 0.09])  # p10, median, p90 of the step's own work
     assert d["first_steps_excess_s"] == pytest.approx(20 * 0.3 - 20 * 0.1)
     assert d["setup_s"] == pytest.approx(5.0)
     assert d["epochs"] == [{"epoch": 0, "train_s": pytest.approx(10.0), "steps": 60, "val_s": pytest.approx(2.0),
@@ -477,3 +478,25 @@ def test_compile_cost_is_read_off_the_trials_that_compiled():
     fx["trials"]["runs"] = [r for r in fx["trials"]["runs"] if "compile" not in r["candidate"]
                             and r["candidate"] != "plan"]
     assert rep.trial_compile(fx) is None  # nothing compiled
+
+
+def test_the_workers_part_alternates_its_counts_and_the_report_tabulates_them():
+    names = [n for n, _ in hb.workers_units()]
+    assert names == ["b64-ro-w8-1", "b64-ro-w12-1", "b64-ro-w16-1", "b64-ro-w16-2", "b64-ro-w12-2", "b64-ro-w8-2"]
+    assert dict(hb.workers_units())["b64-ro-w12-1"] == {"batch": 64, "workers": 12, "compile": "reduce-overhead"}
+    res = results()
+    assert "workers: b64-ro-w8-1" in "\n".join(rep.missing(res))
+    units = {n: whole(ips, workers=w, config=n, compute_s=[c - 0.01, c, c + 0.02], wait_share=ws)
+             for n, w, ips, c, ws in (("b64-ro-w8-1", 8, 540.0, 0.060, 0.30),
+                                      ("b64-ro-w12-1", 12, 780.0, 0.066, 0.05),
+                                      ("b64-ro-w16-1", 16, 880.0, 0.072, 0.01),
+                                      ("b64-ro-w16-2", 16, 900.0, 0.070, 0.01),
+                                      ("b64-ro-w12-2", 12, 760.0, 0.064, 0.06), ("b64-ro-w8-2", 8, 520.0, 0.058, 0.31))}
+    for n, u in units.items():
+        u["workers"] = u["settings"]["workers"]
+    res["workers"] = {"part": "workers", "scale": res["sweep"]["scale"], "units": units}
+    rows = rep.workers_table(res)
+    assert rows[2] == ("| 8 | 540.0, 520.0 | 30%, 31% | 60 (50-80) ms | 58 (48-78) ms | A |")
+    assert rows[4].startswith("| 16 | 880.0, 900.0 | 1%, 1% | 72 (62-92) ms")
+    assert "workers: " not in "\n".join(rep.missing(res))
+    assert "### Loader workers and the host's work per step" in rep.body(res)
