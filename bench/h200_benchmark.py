@@ -91,7 +91,7 @@ usable minutes: (1) fix-unsafe alone (`bash bench/h200_benchmark.sh fix-unsafe`,
 the machine's start: call again at once on exit 3); (2) fix-safe again under the pooled-noise and measured-together
 rules (`bash bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`), the rest of the sweep with its plan points and
 the grid's best again on the plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/BEST`), compile, and
-the worker-contention test (BENCHMARKS.md notes: batch 64 reduce-overhead at workers 10/14/16, interleaved).
+the worker-contention test (`bash bench/h200_benchmark.sh workers`, ~5 min).
 Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
 the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
 bench/results/h200-benchmark/ (commit it), and `python bench/report_h200.py` shows where things stand.
