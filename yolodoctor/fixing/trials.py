@@ -25,9 +25,10 @@ workers=14's 856 (+20%, every pair won), while compile on its own showed +6.7% a
 inside the noise: each alone was undecided, together they were measurably faster, and fix applied the slower set.
 
 More repeats where they decide something: after ``reps`` rounds, a candidate held back by noise alone (a gain above
-MIN_GAIN that does not clear the threshold or the pairs) is run again with its reference, one round at a time in
-alternating order, until it is decided or ``max_reps`` repeats are reached (issue 6: on the H200 the host's own
-speed is bimodal, and two repeats of a 21%-spread baseline set a 43% threshold that hid a compile gain of ~20-30%).
+MIN_GAIN that does not clear the threshold or the pairs) is run again with its reference (the whole plan: with the
+kept changes' candidate), one round at a time in alternating order, until it is decided or ``max_reps`` repeats
+are reached (issue 6: on the H200 the host's own speed is bimodal, and two repeats of a 21%-spread baseline set a
+43% threshold that hid a compile gain of ~20-30%).
 The trade-off: a candidate judged after each round has up to max_reps - reps + 1 chances to pass, so a change that
 does nothing is kept a little more often than with one look; the pairs rule and MIN_GAIN bound it, and --max-reps
 equal to --reps gives one look. A candidate is not kept over a reference that did not run cleanly (a failed or
@@ -336,8 +337,8 @@ def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], ve
                 v.why += f"; applied whole: {gain:+.1%} over {ref.name} beats the noise threshold {limit:.1%}"
             best, best_med = (c, v.median) if v.median > best_med else (best, best_med)
         elif gain > MIN_GAIN:
-            v.why += (f"; {gain:+.1%} over what was kept ({ref.name}), within the noise threshold {limit:.1%} or "
-                      "not in every pair of repeats: not applied whole")
+            v.why += (f"; {gain:+.1%} over what was kept ({ref.name}): within the noise threshold {limit:.1%}, or "
+                      "too few pairs of repeats won - not applied whole")
             v.inconclusive, v.versus = True, ref.name
     return best
 
