@@ -122,14 +122,15 @@ def holding(fx: dict, changes: dict[str, Any]) -> dict | None:
                  and set(v["candidate"].split("+")) == want), None) if want else None
 
 
-def rejudge(fx: dict) -> dict | None:
-    """The recorded trials judged again under the current rules (yolodoctor.fixing.trials.judge): what fix would keep
-    from the same measurements today. Candidates are rebuilt from their names, each judged against the candidate
-    holding the largest part of its changes (candidates()' rule: what it requires; the whole plan against the
-    baseline). None where a change alters training: its loss parity needs the loss curves, which the results do not
-    keep."""
+def rejudge(fx: dict, reps: int = 2, max_reps: int = 4) -> dict | None:
+    """The recorded trials replayed under the current rules (yolodoctor.fixing.trials.rounds: the same rounds, the same
+    judge): what fix would keep from the same measurements today, and after how many trials. Candidates are rebuilt
+    from their names, each judged against the candidate holding the largest part of its changes (candidates()' rule:
+    what it requires; the whole plan against the baseline). Where today's rules ask for a trial that was not
+    recorded, the replay stops there and judges what was recorded (``missing`` names it). None where a change alters
+    training: its loss parity needs the loss curves, which the results do not keep."""
     from yolodoctor.fixing.planner import Change
-    from yolodoctor.fixing.trials import Candidate, TrialRun, judge
+    from yolodoctor.fixing.trials import Candidate, TrialReport, TrialRun, judge, rounds
 
     tr = fx.get("trials") or {}
     if not tr.get("verdicts") or any(c.get("safety") == "unsafe" for c in fx.get("plan", [])):
@@ -139,7 +140,7 @@ def rejudge(fx: dict) -> dict | None:
     def change(word: str) -> Change:
         k, v = word.split("=", 1)
         planned = next((c for c in fx.get("plan", []) if c["key"] == k and str(c["after"]) == v), None)
-        return made.setdefault(word, Change("args", k, (planned or {}).get("before"),
+        return made.setdefault(word, Change((planned or {}).get("kind", "args"), k, (planned or {}).get("before"),
                                             planned["after"] if planned else v, (planned or {}).get("reason", "")))
 
     names = [v["candidate"] for v in tr["verdicts"]]
@@ -150,21 +151,38 @@ def rejudge(fx: dict) -> dict | None:
         below = [m for m in names if m not in (n, "plan") and n != "plan" and sets[m]
                  and {id(x) for x in sets[m]} < {id(x) for x in sets[n]}]
         cands.append(Candidate(n, sets[n], against=max(below, key=lambda m: len(sets[m]), default="baseline")))
-    runs = [TrialRun(r["candidate"], r["rep"], r["run_dir"], r["status"], r.get("reason"), r.get("images_per_s"),
-                     r.get("window_valid"), r.get("mismatch") or [], None, r.get("host_ms"))
-            for r in tr.get("runs", []) if r["candidate"] in sets]
-    verdicts, _, kept, noise = judge(runs, cands)
-    return {"kept": {c.key: c.after for c in kept}, "noise": noise.deviation, "df": noise.df,
-            "verdicts": {v.candidate: v.why for v in verdicts}}
+    runs = {(r["candidate"], r["rep"]): TrialRun(r["candidate"], r["rep"], r["run_dir"], r["status"], r.get("reason"),
+                                                 r.get("images_per_s"), r.get("window_valid"), r.get("mismatch") or [],
+                                                 None, r.get("host_ms"))
+            for r in tr.get("runs", []) if r["candidate"] in sets}
+
+    class Unrecorded(Exception):
+        pass
+    used: list[TrialRun] = []
+
+    def replay(c: Candidate, rep: int, run_dir: Path) -> TrialRun:
+        if (c.name, rep) not in runs:
+            raise Unrecorded(f"{c.name} (repeat {rep + 1})")
+        used.append(runs[(c.name, rep)])
+        return used[-1]
+    try:
+        t, missing = rounds(cands, replay, reps=reps, max_reps=max_reps), None
+    except Unrecorded as e:
+        t, missing = TrialReport(used, *judge(used, cands)), str(e)
+    v = {x.candidate: x for x in t.verdicts}
+    return {"kept": {c.key: c.after for c in t.kept}, "noise": t.noise.deviation if t.noise else None,
+            "df": t.noise.df if t.noise else 0, "trials": len(t.runs), "recorded": len(runs), "missing": missing,
+            "verdicts": {n: x.why for n, x in v.items()}}
 
 
 def trial_compile(fx: dict) -> dict | None:
     """Compile cost as fix --verify's trials paid it, on one machine and interleaved: setup + first step of each
-    compiled trial minus the median of the eager trials at the same batch. A candidate's first trial compiles with
-    whatever the inductor cache holds (cold for a graph not compiled before on the machine: another flag such as
-    deterministic=False is another graph), its later trials find their own graph cached (warm)."""
+    compiled trial minus the median of the eager trials at the same batch and workers. A candidate's first trial
+    compiles with whatever the inductor cache holds (cold for a graph not compiled before on the machine: another
+    flag such as deterministic=False is another graph), its later trials find their own graph cached (warm)."""
     runs = [r for r in (fx.get("trials") or {}).get("runs", []) if r.get("phases") and r.get("status") == "complete"]
-    base = {"batch": str(((fx.get("profile") or {}).get("settings") or {}).get("batch"))}
+    st = (fx.get("profile") or {}).get("settings") or {}
+    base = {"batch": str(st.get("batch")), "workers": str(st.get("workers"))}
     whole = {c["key"]: str(c["after"]) for c in fx.get("plan", [])}
 
     def args(r: dict) -> dict[str, str]:  # what the trial ran, over the profiled defaults
@@ -175,17 +193,17 @@ def trial_compile(fx: dict) -> dict | None:
     compiled = [r for r in runs if args(r).get("compile") not in (None, "False")]
     if not compiled:
         return None
-    b, mode = args(compiled[0])["batch"], args(compiled[0])["compile"]
+    b, w, mode = args(compiled[0])["batch"], args(compiled[0])["workers"], args(compiled[0])["compile"]
     eager = [r["phases"]["setup_s"] + r["phases"]["first_step_s"] for r in runs
-             if args(r).get("compile") in (None, "False") and args(r)["batch"] == b]
+             if args(r).get("compile") in (None, "False") and (args(r)["batch"], args(r)["workers"]) == (b, w)]
     if not eager:
         return None
     ref, seen, first, again = statistics.median(eager), set(), [], []
-    for r in (r for r in compiled if args(r)["batch"] == b):  # in the order they ran
+    for r in (r for r in compiled if (args(r)["batch"], args(r)["workers"]) == (b, w)):  # in the order they ran
         x = r["phases"]["setup_s"] + r["phases"]["first_step_s"] - ref
         (again if r["candidate"] in seen else first).append(x)
         seen.add(r["candidate"])
-    return {"batch": b, "mode": mode, "eager_s": ref, "n_eager": len(eager), "first": first,
+    return {"batch": b, "workers": w, "mode": mode, "eager_s": ref, "n_eager": len(eager), "first": first,
             "again": statistics.median(again) if again else None, "n_again": len(again)}
 
 
@@ -485,13 +503,15 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
             out.append(f"trials: the whole plan ran {whole['median']:.0f} img/s (median of "
                        f"{fmt(whole.get('runs'), 'd')}), what was kept ({mine['candidate']}) {mine['median']:.0f} "
                        f"(of {fmt(mine.get('runs'), 'd')}): {whole['median'] / mine['median'] - 1:+.0%}")
-    again = rejudge(fx)
-    if again and again["kept"] != kept:
-        out.append(f"trials judged again under the current rules (pooled run-to-run deviation "
-                   f"{fmt(again['noise'], '.1%')}, {again['df']} degrees of freedom): fix would keep "
-                   f"{' '.join(f'{k}={v}' for k, v in again['kept'].items()) or 'nothing'}"
-                   + (f" - {again['verdicts']['plan'].split('; ')[-1]}" if "applied whole" in
-                      again["verdicts"].get("plan", "") else ""))
+    again = rejudge(fx, reps=(next(iter(res.values()), {}).get("scale") or {}).get("reps") or 2)
+    if again and (again["kept"] != kept or again["trials"] != again["recorded"]):
+        whole = again["verdicts"].get("plan", "")
+        out.append(f"trials replayed under the current rules: fix would keep "
+                   f"{' '.join(f'{k}={v}' for k, v in again['kept'].items()) or 'nothing'} after "
+                   f"{again['trials']} of the {again['recorded']} recorded trials"
+                   + (f" ({whole.split('; ')[-1]})" if "whole" in whole else "")
+                   + (f"; it would have run {again['missing']}, not recorded" if again["missing"] else "")
+                   + f" (pooled run-to-run deviation {fmt(again['noise'], '.1%')}, {again['df']} degrees of freedom)")
     best = best_swept(res)
     if best:
         plan_args = {**hb.DEFAULTS.args(), **(fx.get("applied") or {}).get("args", {})}
@@ -540,10 +560,11 @@ def body(res: dict) -> str:
                      f"{p['plan']['epoch_s']:.0f} s |")
         tc = x.get("trial_compile")
         if tc:
-            L.append(f"| {part}: compile cost in its trials (batch {tc['batch']}, {tc['mode']}) | - | first trial of "
+            L.append(f"| {part}: compile cost in its trials (batch {tc['batch']}, workers {tc['workers']}, "
+                     f"{tc['mode']}) | - | first trial of "
                      f"each compiled candidate {', '.join(f'{v:+.0f} s' for v in tc['first'])}; later trials "
                      f"{fmt(tc['again'], '+.0f')} s (median of {tc['n_again']}) | - | setup + first step of a "
-                     f"compiled trial minus the eager trials' median at that batch ({tc['eager_s']:.1f} s, "
+                     f"compiled trial minus the eager trials' median at that batch and workers ({tc['eager_s']:.1f} s, "
                      f"{tc['n_eager']} trials); one machine, interleaved |")
         lo = x.get("loss")
         if lo:

@@ -11,7 +11,9 @@ to eager).
 
 Noise threshold: a t-test's, at least MIN_GAIN. The machine's run-to-run noise is one: the relative standard deviation
 of repeats is pooled over every configuration that ran two or more times (their variances weighted by degrees of
-freedom), and a candidate's median must beat its reference's by t(0.975, df) x that deviation x sqrt(1/na + 1/nb).
+freedom), and a candidate's median must beat its reference's by t(0.975, df) x the standard error of the difference,
+each side taken at the pooled deviation or at its own where that is larger (a configuration noisier than the machine's
+usual - bimodal, say - is not judged at the usual noise).
 Pooling uses every trial of the set: on the H200 (lease 78286506) the six configurations' own deviations were
 4-13% from two or four repeats each - estimates that noisy made the rule before this one (twice the larger of the
 two compared relative ranges, narrowed by d2(n)) swing with whichever pair it compared, and let a 4.5%-spread
@@ -20,9 +22,11 @@ reference's fastest; with more, it must win at least PAIRS_WON of all (candidate
 
 Measured together: the kept changes are first merged from the candidates each kept on its own; then a kept candidate
 holding all of them and more (the whole plan, typically) replaces them when it beats the candidate holding exactly
-them beyond the noise and in the pairs. On the H200 the whole plan ran 1029 images/s against the kept batch=64 +
-workers=14's 856 (+20%, every pair won), while compile on its own showed +6.7% and deterministic=False -7.1%, both
-inside the noise: each alone was undecided, together they were measurably faster, and fix applied the slower set.
+them beyond the noise and in the pairs (and runs again against it where it is faster only within the noise). A change
+rejected on its own (failed or mismatched trials, no valid window, a failed loss parity) never comes in that way. On
+the H200 the whole plan ran 1029 images/s against the kept batch=64 + workers=14's 856 (+20%, every pair won), while
+compile on its own showed +6.7% and deterministic=False -7.1%, both inside the noise: each alone was undecided,
+together they were faster, and fix applied the slower set.
 
 More repeats where they decide something: after ``reps`` rounds, a candidate held back by noise alone (a gain above
 MIN_GAIN that does not clear the threshold or the pairs) is run again with its reference (the whole plan: with the
@@ -88,7 +92,8 @@ class Verdict:
     why: str
     parity: dict[str, Any] | None = None  # loss against the baseline, for candidates that change training
     inconclusive: bool = False  # held back by noise alone: more repeats could decide it
-    versus: str | None = None  # what it was undecided against, where that is not its reference (the kept set)
+    versus: str | None = None  # what it was undecided against, where that is not its reference
+    rejected: bool = False  # its trials failed, ran something else, could not be timed or failed loss parity
 
 
 @dataclass
@@ -203,23 +208,30 @@ def _ok(rs: list[TrialRun]) -> list[float]:
 @dataclass(frozen=True)
 class Noise:
     """The machine's run-to-run noise in a set of trials: relative standard deviation of repeats, pooled over the
-    configurations that ran two or more times, and its degrees of freedom."""
+    configurations that ran two or more times cleanly, and its degrees of freedom."""
     deviation: float | None
     df: int
 
     @classmethod
     def of(cls, groups: list[list[float]]) -> "Noise":
-        sums = [((len(g) - 1) * (statistics.stdev(g) / statistics.fmean(g)) ** 2, len(g) - 1)
-                for g in groups if len(g) >= 2 and statistics.fmean(g) > 0]
+        sums = [((len(g) - 1) * _rsd(g) ** 2, len(g) - 1) for g in groups if len(g) >= 2]
         df = sum(d for _, d in sums)
         return cls(math.sqrt(sum(v for v, _ in sums) / df) if df else None, df)
 
-    def threshold(self, na: int, nb: int) -> float:
-        """The gain a median of ``na`` repeats must show over one of ``nb``: a t-test's at 97.5% one-sided."""
-        if not self.deviation or not na or not nb:
+    def threshold(self, a: list[float], b: list[float]) -> float:
+        """The gain a's median must show over b's: a t-test's at 97.5% one-sided, at least MIN_GAIN. Each side's
+        deviation is the pooled one or its own, whichever is larger (a configuration noisier than the machine's
+        usual is not judged at the usual noise); the standard error of a median is taken as a mean's."""
+        if not self.deviation or self.df < 1 or not a or not b:
             return MIN_GAIN
         t = T975[max(k for k in T975 if k <= self.df)]
-        return max(t * self.deviation * math.sqrt(1 / na + 1 / nb), MIN_GAIN)
+        se2 = sum(max(self.deviation, _rsd(g) if len(g) >= 2 else 0.0) ** 2 / len(g) for g in (a, b))
+        return max(t * math.sqrt(se2), MIN_GAIN)
+
+
+def _rsd(g: list[float]) -> float:
+    """Relative standard deviation of repeats (two or more)."""
+    return statistics.stdev(g) / statistics.fmean(g)
 
 
 def pairs_won(a: list[float], b: list[float]) -> float:
@@ -232,7 +244,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
     base = _ok(by["baseline"])
     base_med = statistics.median(base) if base else None
     spread = (max(base) - min(base)) / base_med if len(base) >= 2 and base_med else None
-    noise = Noise.of([_ok(rs) for rs in by.values()])
+    noise = Noise.of([_ok(rs) for rs in by.values() if not any(r.mismatch for r in rs)])
     verdicts, kept = [], []
     for c in cands:
         rs = by[c.name]
@@ -240,7 +252,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
         med = statistics.median(ok) if ok else None
         ref_vals = base if c.against == "baseline" else _ok(by.get(c.against, []))
         ref = statistics.median(ref_vals) if ref_vals else None
-        limit, base_limit = noise.threshold(len(ok), len(ref_vals)), noise.threshold(len(ok), len(base))
+        limit, base_limit = noise.threshold(ok, ref_vals), noise.threshold(ok, base)
         gain = med / ref - 1 if med and ref else None
         if c.name == "baseline":
             verdicts.append(Verdict(c.name, med, len(rs), 0.0 if med else None, False,
@@ -258,21 +270,21 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             par = parity([r.loss_curve or [] for r in by["baseline"] if r.status == "complete"],
                          [r.loss_curve or [] for r in rs if r.status == "complete"])
         need = _need(ok, ref_vals)
-        held = False
+        held, versus, rejected = False, None, False
         if failed:
-            why, keep = f"trial failed: {failed[0].reason}", False
+            why, keep, rejected = f"trial failed: {failed[0].reason}", False, True
         elif mism:
-            why, keep = f"what ran is not what was asked: {mism[0]}", False
+            why, keep, rejected = f"what ran is not what was asked: {mism[0]}", False, True
         elif ref_bad:  # what it is measured over (and would bring in) did not run cleanly
             why, keep = f"its reference {c.against} did not run cleanly ({ref_bad})", False
         elif gain is None:
             why, keep = "no throughput measured", False
         elif any(r.window_valid is False for r in rs):
-            why, keep = "window too short to conclude", False
+            why, keep, rejected = "window too short to conclude", False, True
         elif gain > limit and c.against != "baseline" and base_med and med / base_med - 1 <= base_limit:
             why, keep = (f"{gain:+.1%} over {c.against}, but only {med / base_med - 1:+.1%} over the baseline "
                          f"(threshold {base_limit:.1%})"), False
-            held = med / base_med - 1 > MIN_GAIN
+            held, versus = med / base_med - 1 > MIN_GAIN, "baseline"  # undecided against the baseline: run it
         elif gain > limit and len(ref_vals) >= 2 and pairs_won(ok, ref_vals) < need:
             why, keep = ((f"{gain:+.1%} median, but its slowest repeat ({min(ok):.1f}) does not beat the fastest of "
                           f"{c.against} ({max(ref_vals):.1f})") if need == 1.0 else
@@ -280,11 +292,11 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
                           f"{pairs_won(ok, ref_vals):.0%} of the pairs of repeats (needs {need:.0%})")), False
             held = True
         elif gain > limit and alters and par is None:
-            why, keep = (f"{gain:+.1%}, but it changes training and its loss could not be compared with the "
-                         "baseline's (too few optimizer steps after the same images)"), False
+            why, keep, rejected = (f"{gain:+.1%}, but it changes training and its loss could not be compared with "
+                                   "the baseline's (too few optimizer steps after the same images)"), False, True
         elif gain > limit and par is not None and not par["within"]:
-            why, keep = (f"{gain:+.1%}, but it changes training and its loss is {par['rel']:+.1%} against the "
-                         f"baseline's after {par['images']} images (band {par['band']:.1%})"), False
+            why, keep, rejected = (f"{gain:+.1%}, but it changes training and its loss is {par['rel']:+.1%} against "
+                                   f"the baseline's after {par['images']} images (band {par['band']:.1%})"), False, True
         elif gain > limit:
             over = "" if c.against == "baseline" else f" over {c.against}"
             why, keep = f"{gain:+.1%}{over} beats the noise threshold {limit:.1%}", True
@@ -294,7 +306,8 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
         else:
             why, keep = f"{gain:+.1%} is within the noise threshold {limit:.1%}", False
             held = gain > MIN_GAIN
-        verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why, par, inconclusive=held))
+        verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why, par, inconclusive=held, versus=versus,
+                                rejected=rejected))
     # the kept changes: kept candidates merged fastest first, each whole or not at all - one that sets a key to
     # another value than a faster one did is left out with everything it brings (a change comes with the
     # requirements it ran with: no batch=32 under a compile that was measured at batch 128); not the "plan"
@@ -308,7 +321,12 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
     for c in cands:  # in candidate order
         kept.extend(x for x in c.changes if chosen.get((x.kind, x.key)) is x and all(x is not y for y in kept))
     whole = _measured_together(by, cands, verdicts, kept, noise)
-    return verdicts, spread, (whole.changes if whole else kept), noise
+    if whole is None:
+        return verdicts, spread, kept, noise
+    for c, v in zip(cands[1:], verdicts[1:]):  # decided by the whole: no more repeats for what it holds
+        if v.inconclusive and all(any(x is y for y in whole.changes) for x in c.changes):
+            v.inconclusive = False
+    return verdicts, spread, list(whole.changes), noise
 
 
 def _need(ok: list[float], ref: list[float]) -> float:
@@ -326,19 +344,27 @@ def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], ve
     ref_vals = _ok(by[ref.name]) if ref else []
     if not ref_vals:
         return None
+    # a change whose own candidate (the one that tries it: its last change) was rejected - a failed or mismatched
+    # trial, no window, a failed loss parity - does not come in with a faster whole
+    rejected = [c.changes[-1] for c, v in zip(cands[1:], verdicts[1:]) if v.rejected and c.name != "plan"]
     ref_med, best, best_med = statistics.median(ref_vals), None, 0.0
     for c, v in zip(cands[1:], verdicts[1:]):
         if not v.kept or c is ref or not all(any(x is y for y in c.changes) for x in kept):
             continue
+        bad = [x for x in c.changes if any(x is y for y in rejected) and all(x is not y for y in kept)]
+        if bad:
+            v.why += f"; not applied whole: {bad[0].key}={bad[0].after!r} was rejected on its own"
+            continue
         ok = _ok(by[c.name])
-        gain, limit = v.median / ref_med - 1, noise.threshold(len(ok), len(ref_vals))
+        gain, limit = v.median / ref_med - 1, noise.threshold(ok, ref_vals)
         if c.against == ref.name or (gain > limit and pairs_won(ok, ref_vals) >= _need(ok, ref_vals)):
             if c.against != ref.name:  # judged against the kept ones here (its verdict is against its reference)
                 v.why += f"; applied whole: {gain:+.1%} over {ref.name} beats the noise threshold {limit:.1%}"
             best, best_med = (c, v.median) if v.median > best_med else (best, best_med)
         elif gain > MIN_GAIN:
-            v.why += (f"; {gain:+.1%} over what was kept ({ref.name}): within the noise threshold {limit:.1%}, or "
-                      "too few pairs of repeats won - not applied whole")
+            short = (f"within the noise threshold {limit:.1%}" if gain <= limit else
+                     f"faster in only {pairs_won(ok, ref_vals):.0%} of the pairs of repeats")
+            v.why += f"; {gain:+.1%} over what was kept ({ref.name}), {short}: not applied whole"
             v.inconclusive, v.versus = True, ref.name
     return best
 
@@ -349,6 +375,7 @@ def undecided(verdicts: list[Verdict], cands: list[Candidate]) -> list[Candidate
     undecided_ = [v for v in verdicts if v.inconclusive]
     names = {v.candidate for v in undecided_}
     names |= {v.versus or next(c.against for c in cands if c.name == v.candidate) for v in undecided_}
+    # (the "only +y% over the baseline" case: versus the baseline - its reference is already decided)
     return [c for c in cands if c.name in names]
 
 
@@ -361,9 +388,15 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
     noise alone may reach. ``trial(candidate, rep, run_dir)``: runs one trial (default: a bounded profile)."""
     if reps < 1:
         raise ValueError(f"reps must be at least 1, not {reps}")
-    cands = candidates(plan)
     out_dir.mkdir(parents=True, exist_ok=True)
     one = trial or (lambda c, rep, run_dir: _profile_trial(c, rep, run_dir, base_args, steps, base_env, command))
+    return rounds(candidates(plan), one, reps=reps, max_reps=max_reps, out_dir=out_dir, log=log)
+
+
+def rounds(cands: list[Candidate], one: Callable[..., TrialRun], *, reps: int, max_reps: int | None = None,
+           out_dir: Path = Path("."), log: Callable[[str], None] = lambda m: None) -> TrialReport:
+    """The trials' rounds: every candidate ``reps`` times, then one round at a time for what is undecided, up to
+    ``max_reps``; ``one(candidate, rep, run_dir)`` runs a trial (or replays a recorded one)."""
     runs: list[TrialRun] = []
     todo, rep = cands, 0
     while todo:
