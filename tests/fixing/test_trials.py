@@ -504,3 +504,17 @@ def test_fix_verify_passes_its_repeat_options_to_the_trials(tmp_path, monkeypatc
         assert r.exit_code == 0, r.output
         assert (seen["reps"], seen["max_reps"]) == want and seen["changes"]
     assert CliRunner().invoke(cli, ["fix", str(run), "--verify", "--max-reps", "0"]).exit_code == 2
+
+
+def test_a_candidate_undecided_against_the_baseline_runs_again_with_the_baseline():
+    batch = Change("args", "batch", 16, 64, "LA201 t")
+    ro = Change("args", "compile", False, "reduce-overhead", "LA202 t", requires=["batch"])
+    cands = candidates(Plan(changes=[batch, ro]))
+    combo = "batch=64+compile=reduce-overhead"
+    # far above its reference (batch=64, slower than the baseline), inside the noise over the baseline
+    rs = runs("baseline", [100, 120]) + runs("batch=64", [90, 91]) + runs(combo, [118, 119])
+    verdicts, _, kept, _ = judge(rs, cands)
+    v = {x.candidate: x for x in verdicts}
+    assert kept == [] and v[combo].inconclusive and v[combo].versus == "baseline"
+    assert "but only +7.7% over the baseline" in v[combo].why
+    assert [c.name for c in undecided(verdicts, cands)] == ["baseline", combo]  # not batch=64: that is decided
