@@ -562,6 +562,10 @@ class Runner:
         epochs = -(-need // per_epoch)
         return {} if epochs <= self.scale.epochs else {"epochs": epochs, "warmup_epochs": 0, "val": False}
 
+    def unsafe_reach(self) -> dict[str, Any]:
+        """UNSAFE_REACH at this scale (tiny maps batch 128 and 16 workers down like the grid does)."""
+        return Config("", UNSAFE_REACH["batch"], UNSAFE_REACH["workers"]).args(self.scale.tiny)
+
     def whole_defaults(self, run: Path) -> dict:
         return self.profile(run, self.defaults_args(), "--all", "--loader-seconds", "0", curve=True)
 
@@ -609,7 +613,7 @@ class Runner:
             cmd = [sys.executable, str(Path(__file__).resolve()), "_fix", str(d), "--reps", str(self.scale.reps),
                    *(["--unsafe"] if unsafe else []), *[x for t in self.tries for x in ("--try", t)], "--words",
                    *words({**self.common(), **self.defaults_args(),
-                           **(self.long_enough(UNSAFE_REACH) if unsafe else {})})]
+                           **(self.long_enough(self.unsafe_reach()) if unsafe else {})})]
             self.detached = self.call(cmd, d / "fix-driver.out", d / "fix-driver.log", new_session=True)
             started = {"pid": self.detached.pid, "lease": self.machine["lease"], "started": today()}
             write_json(pid_file, started)

@@ -397,6 +397,11 @@ def test_a_run_whose_window_does_not_fit_in_an_epoch_gets_whole_epochs_without_w
         u.fn()
     assert seen["b128-w16-ro"]["epochs"] == 2 and seen["b128-w16-ro"]["compile"] == "reduce-overhead"
     assert "epochs" not in seen["b64-w16"] and "epochs" not in seen["b16-w8"]
+    # at tiny scale fix-unsafe's reach maps down like the grid (batch 8, 2 workers over 480 images: one epoch is
+    # enough), not 53 epochs of batch 128 over 480 images
+    tiny = hb.Runner(namespace(tmp_path / "tiny"))
+    assert tiny.scale.tiny and tiny.unsafe_reach() == {"batch": 8, "workers": 2}
+    assert tiny.long_enough(tiny.unsafe_reach()) == {}
 
 
 def test_the_trials_ratio_is_read_off_the_candidate_holding_exactly_what_was_kept():
