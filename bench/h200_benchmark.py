@@ -251,13 +251,10 @@ def words(args: dict[str, Any]) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------------------- digest
 def read_events(run: Path) -> list[dict]:
-    out = []
-    for line in (run / "events.jsonl").read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut off by a crash
-            pass
-    return out
+    """A run's events (yolodoctor's own reader: a torn last line skipped, a missing file read as none)."""
+    from yolodoctor.profiling.events import read_events as records
+
+    return list(records(run / "events.jsonl"))
 
 
 def digest(run: Path, curve: bool = False) -> dict[str, Any]:
@@ -325,10 +322,7 @@ def phases(run: Path) -> dict[str, float] | None:
     (``start_s``), the trainer's setup until the first epoch (``setup_s``), the first step (first batch and first
     forward/backward: a compile happens here, ``first_step_s``), the remaining steps (``steps_s``), and from the last
     step to the run's end (``end_s``; the validation of a whole run is in it)."""
-    try:
-        ev = read_events(run)
-    except OSError:
-        return None
+    ev = read_events(run)
     at = {t: next((e["t"] for e in ev if e.get("type") == t and e.get("train_index", 0) == 0), None)
           for t in ("run_start", "train_begin", "epoch_start", "run_end")}
     steps = sorted((e for e in ev if e.get("type") == "step" and e.get("train_index", 0) == 0), key=lambda e: e["t"])

@@ -122,6 +122,14 @@ def holding(fx: dict, changes: dict[str, Any]) -> dict | None:
                  and set(v["candidate"].split("+")) == want), None) if want else None
 
 
+def candidate_words(fx: dict, name: str) -> list[str]:
+    """A trial candidate's changes as key=value words: its name's, the whole plan's for "plan", none for the
+    baseline."""
+    if name == "baseline":
+        return []
+    return [f"{c['key']}={c['after']}" for c in fx.get("plan", [])] if name == "plan" else name.split("+")
+
+
 def rejudge(fx: dict, reps: int = 2, max_reps: int = 4) -> dict | None:
     """The recorded trials replayed under the current rules (yolodoctor.fixing.trials.rounds: the same rounds, the same
     judge): what fix would keep from the same measurements today, and after how many trials. Candidates are rebuilt
@@ -144,17 +152,13 @@ def rejudge(fx: dict, reps: int = 2, max_reps: int = 4) -> dict | None:
                                             planned["after"] if planned else v, (planned or {}).get("reason", "")))
 
     names = [v["candidate"] for v in tr["verdicts"]]
-    sets = {n: [] if n == "baseline" else ([change(f"{c['key']}={c['after']}") for c in fx.get("plan", [])]
-                                           if n == "plan" else [change(w) for w in n.split("+")]) for n in names}
+    sets = {n: [change(w) for w in candidate_words(fx, n)] for n in names}
     cands = []
     for n in names:
         below = [m for m in names if m not in (n, "plan") and n != "plan" and sets[m]
                  and {id(x) for x in sets[m]} < {id(x) for x in sets[n]}]
         cands.append(Candidate(n, sets[n], against=max(below, key=lambda m: len(sets[m]), default="baseline")))
-    runs = {(r["candidate"], r["rep"]): TrialRun(r["candidate"], r["rep"], r["run_dir"], r["status"], r.get("reason"),
-                                                 r.get("images_per_s"), r.get("window_valid"), r.get("mismatch") or [],
-                                                 None, r.get("host_ms"))
-            for r in tr.get("runs", []) if r["candidate"] in sets}
+    runs = {(r["candidate"], r["rep"]): TrialRun.from_dict(r) for r in tr.get("runs", []) if r["candidate"] in sets}
 
     class Unrecorded(Exception):
         pass
@@ -183,12 +187,9 @@ def trial_compile(fx: dict) -> dict | None:
     runs = [r for r in (fx.get("trials") or {}).get("runs", []) if r.get("phases") and r.get("status") == "complete"]
     st = (fx.get("profile") or {}).get("settings") or {}
     base = {"batch": str(st.get("batch")), "workers": str(st.get("workers"))}
-    whole = {c["key"]: str(c["after"]) for c in fx.get("plan", [])}
 
     def args(r: dict) -> dict[str, str]:  # what the trial ran, over the profiled defaults
-        name = r["candidate"]
-        own = whole if name == "plan" else dict(w.split("=", 1) for w in name.split("+")) if name != "baseline" else {}
-        return {**base, **own}
+        return {**base, **dict(w.split("=", 1) for w in candidate_words(fx, r["candidate"]))}
 
     compiled = [r for r in runs if args(r).get("compile") not in (None, "False")]
     if not compiled:
@@ -404,8 +405,9 @@ def probe_cell(rec: dict) -> str:
 def workers_table(res: dict) -> list[str]:
     """The workers part: per worker count, the rates of its rounds, their data wait, and each run's step compute
     time (data wait left out) as median (p10-p90)."""
-    rows = ["| workers | steady img/s per round | data wait | step compute, run 1 | step compute, run 2 | lease |",
-            "|---|---|---|---|---|---|"]
+    rounds = range(1, hb.WORKERS_ROUNDS + 1)
+    rows = ["| workers | steady img/s per round | data wait | "
+            + " | ".join(f"step compute, run {i}" for i in rounds) + " | lease |", "|---" * (len(rounds) + 4) + "|"]
     by: dict[Any, list[dict]] = {}
     for r in units(res, "workers").values():
         by.setdefault(r.get("workers"), []).append(r)
@@ -417,7 +419,7 @@ def workers_table(res: dict) -> list[str]:
         rs = by[w]
         rows.append(f"| {w} | {', '.join(fmt(r.get('steady_ips')) for r in rs)} | "
                     f"{', '.join(fmt(r.get('wait_share'), '.0%') for r in rs)} | "
-                    + " | ".join(ms(r) for r in (rs + [{}, {}])[:2])
+                    + " | ".join(ms(r) for r in (rs + [{}] * len(rounds))[:len(rounds)])
                     + f" | {', '.join(sorted({str(lease(r)) for r in rs}))} |")
     return rows
 

@@ -253,8 +253,7 @@ def _recorded(name):
     plan = Plan(changes=[Change(c["kind"], c["key"], c["before"], c["after"], c["reason"],
                                 requires=["batch"] if c["key"] in ("compile", "workers") else [])
                          for c in h["plan"]])
-    rs = [TrialRun(r["candidate"], r["rep"], r["run_dir"], r["status"], r["reason"], r["images_per_s"],
-                   r["window_valid"], r["mismatch"], None, r["host_ms"]) for r in h["trials"]["runs"]]
+    rs = [TrialRun.from_dict(r) for r in h["trials"]["runs"]]
     return h, plan, rs
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -80,6 +80,11 @@ class TrialRun:
     mismatch: list[str] = field(default_factory=list)
     loss_curve: list[tuple[int, float]] | None = None  # (images seen, per-image loss) per optimizer step
     host_ms: float | None = None  # the host probe's loop just before the trial (its profile's host_probe.before)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrialRun":
+        """A run as TrialReport.to_dict recorded it (no loss curve), for a replay of recorded trials."""
+        return cls(**{**{f.name: d.get(f.name) for f in fields(cls)}, "mismatch": d.get("mismatch") or []})
 
 
 @dataclass
