@@ -451,6 +451,15 @@ def trial_tables(fx: dict) -> list[str]:
     if ms:
         rows.append(f"\nIn brackets: the host probe's Python loop just before each trial ({min(ms):.0f} to "
                     f"{max(ms):.0f} ms, spread {fmt(tr.get('host_spread'), '.0%')}).")
+    eager = [r["phases"] for r in tr.get("runs", []) if r.get("phases") and r.get("status") == "complete"
+             and not any(w.startswith("compile=") and w != "compile=False"
+                         for w in candidate_words(fx, r["candidate"]))]
+    if eager:
+        med = {k: statistics.median(ph[k] for ph in eager) for k in eager[0]}
+        rows.append(f"\nWhere an eager trial's time went (median of {len(eager)}, from their events): Python start "
+                    f"and imports until the trainer begins {med['start_s']:.1f} s, setup {med['setup_s']:.1f} s, "
+                    f"first step (first batch, CUDA and cuDNN start) {med['first_step_s']:.1f} s, the other steps "
+                    f"{med['steps_s']:.1f} s, to the run's end {med['end_s']:.1f} s; {med['total_s']:.1f} s in all.")
     ap = fx.get("applied") or {}
     rows.append(f"\nApplied: {ap.get('applied')} ({ap.get('status')})"
                 + (f", rolled back: {ap.get('rollback_reason')}" if ap.get("rolled_back") else "")

@@ -53,7 +53,12 @@ def analyse(run: Path, lengths=SECONDS) -> dict:
         if len(rs) >= 2 and rate:
             rows[w] = {"n": len(rs), "cv": statistics.pstdev(rs) / statistics.mean(rs),
                        "range": (max(rs) - min(rs)) / rate}
-    return {"run": str(run), "steps": len(steps), "seconds": total, "rate": rate, "by_window": rows}
+    compute = sorted(s["compute"] for s in steps)
+    # the step's own time, data wait left out: p10, median, p90 (how much a single step jitters)
+    spread = ([statistics.quantiles(compute, n=10, method="inclusive")[i] for i in (0, 4, 8)]
+              if len(compute) >= 2 else None)
+    return {"run": str(run), "steps": len(steps), "seconds": total, "rate": rate, "compute_s": spread,
+            "by_window": rows}
 
 
 def runs_under(paths: list[Path]) -> list[Path]:
@@ -74,15 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         print(f"no run directory (events.jsonl) under {', '.join(map(str, a.paths))}", file=sys.stderr)
         return 2
-    print("| run | steady steps | steady s | img/s | " + " | ".join(f"{w:g} s: windows, cv, range" for w in a.seconds)
-          + " |")
-    print("|---|---|---|---|" + "---|" * len(a.seconds))
+    print("| run | steady steps | steady s | img/s | step compute p10/p50/p90 ms | "
+          + " | ".join(f"{w:g} s: windows, cv, range" for w in a.seconds) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(a.seconds))
     for run in runs:
         r = analyse(run, a.seconds)
         cells = [f"{x['n']}, {x['cv']:.1%}, {x['range']:.0%}" if (x := r["by_window"].get(w)) else "-"
                  for w in a.seconds]
         rate = f"{r['rate']:.0f}" if r["rate"] else "-"
-        print(f"| {run} | {r['steps']} | {r['seconds']:.1f} | {rate} | " + " | ".join(cells) + " |")
+        step = "/".join(f"{x * 1e3:.0f}" for x in r["compute_s"]) if r["compute_s"] else "-"
+        print(f"| {run} | {r['steps']} | {r['seconds']:.1f} | {rate} | {step} | " + " | ".join(cells) + " |")
     return 0
 
 

@@ -349,6 +349,15 @@ def test_trial_tables_show_the_host_probe_of_each_trial():
     text = "\n".join(rep.trial_tables(fx))
     assert "| baseline | 250.0 (15 ms) |" in text and "| batch=64 | 600.0 (28 ms) |" in text
     assert "Python loop just before each trial (15 to 28 ms, spread 59%)" in text
+    assert "Where an eager trial's time went" not in text  # no phases recorded
+    ph = {"start_s": 7.0, "setup_s": 1.0, "first_step_s": 9.0, "steps_s": 12.0, "end_s": 1.5, "total_s": 30.5}
+    fx["trials"]["runs"] = [{"candidate": "baseline", "status": "complete", "phases": ph},
+                            {"candidate": "batch=64", "status": "complete", "phases": {**ph, "start_s": 8.0}},
+                            {"candidate": "batch=64+compile=reduce-overhead", "status": "complete",
+                             "phases": {**ph, "first_step_s": 110.0}}]
+    text = "\n".join(rep.trial_tables(fx))  # the compiled trial is left out of the eager median
+    assert ("Where an eager trial's time went (median of 2, from their events): Python start and imports until the "
+            "trainer begins 7.5 s, setup 1.0 s, first step (first batch, CUDA and cuDNN start) 9.0 s") in text
 
 
 def test_a_second_configuration_run_twice_is_recorded_beside_the_default_pair():
