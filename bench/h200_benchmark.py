@@ -393,6 +393,7 @@ class Runner:
         self.work, self.results = Path(a.work), Path(a.results)
         self.budget, self.t0 = a.budget_s, time.monotonic()
         self.redo, self.tries, self.names = set(a.redo or []), a.fix_try or [], a.grid
+        self.max_reps = a.max_reps  # fix --max-reps (None: fix's own default)
         self.restart = set(self.redo)  # a fix named here is started again; one added later is only collected
         self.spread_config, self.compile_config = a.spread_config, a.compile_config
         self.pyspy_s = getattr(a, "py_spy", 0) or 0
@@ -605,7 +606,8 @@ class Runner:
             shutil.rmtree(d / "run", ignore_errors=True)
             (d / "run").mkdir(parents=True)
             cmd = [sys.executable, str(Path(__file__).resolve()), "_fix", str(d), "--reps", str(self.scale.reps),
-                   *(["--unsafe"] if unsafe else []), *[x for t in self.tries for x in ("--try", t)], "--words",
+                   *(["--max-reps", str(self.max_reps)] if self.max_reps else []), *(["--unsafe"] if unsafe else []),
+                   *[x for t in self.tries for x in ("--try", t)], "--words",
                    *words({**self.common(), **self.defaults_args(),
                            **(self.long_enough(self.unsafe_reach()) if unsafe else {})})]
             self.detached = self.call(cmd, d / "fix-driver.out", d / "fix-driver.log", new_session=True)
@@ -624,7 +626,7 @@ class Runner:
             time.sleep(2 if self.scale.tiny else 5)
         done = json.loads(done_file.read_text())
         return {**self.fix_record(d / "run", done), "wall_s": done["ended_s"] - done["started_s"],
-                "driver_pid": started["pid"]}
+                "driver_pid": started["pid"], "max_reps": self.max_reps}  # None: fix's own default
 
     def fix_record(self, run: Path, done: dict) -> dict:
         rec: dict[str, Any] = {"rc_profile": done["rc_profile"], "rc_fix": done["rc_fix"]}
@@ -816,6 +818,7 @@ def cmd_fix_driver(a) -> int:
                                    stderr=e)
         with open(run / "fix.json", "w") as o, open(run / "fix.log", "w") as e:
             rc_f = subprocess.call([*y, "fix", str(run / "profile"), "--verify", "--apply", "--reps", str(a.reps),
+                                    *(["--max-reps", str(a.max_reps)] if a.max_reps else []),
                                     "--json", *(["--allow-unsafe"] if a.unsafe else []),
                                     *[x for t in a.try_ for x in ("--try", t)]], stdout=o, stderr=e)
     finally:
@@ -872,6 +875,8 @@ def main(argv: list[str] | None = None) -> int:
                  ("model", str), ("steps", int), ("loader-seconds", float), ("reps", int)):
         r.add_argument(f"--{k}", type=t)
     r.add_argument("--grid", type=lambda s: s.split(","), help="sweep only these grid names (comma-separated)")
+    r.add_argument("--max-reps", type=int, help="pass --max-reps to fix (the most repeats of an undecided candidate; "
+                   "fix's default 4). 3 bounds fix-unsafe's time to one session's device budget")
     r.add_argument("--fix-try", action="append", metavar="KEY=VALUE", help="pass --try to fix (tiny runs)")
     r.add_argument("--spread-config", default=SPREAD_DEFAULT, choices=[c.name for c in GRID],
                    help="the configuration run twice (another than the default is recorded beside it)")
@@ -883,6 +888,7 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("_fix")  # internal: the detached fix driver
     f.add_argument("dir")
     f.add_argument("--reps", type=int, default=2)
+    f.add_argument("--max-reps", type=int)
     f.add_argument("--unsafe", action="store_true")
     f.add_argument("--try", dest="try_", action="append", default=[])
     f.add_argument("--words", nargs="+", default=[])
