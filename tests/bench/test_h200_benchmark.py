@@ -3,6 +3,7 @@ resumable bookkeeping (budget, skip, redo, detached fix), and the report's figur
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -88,7 +89,7 @@ def test_opt_curve_follows_accumulate_as_ultralytics_does():
 def namespace(tmp_path, budget=100.0, redo=None):
     return argparse.Namespace(scale=hb.TINY, work=str(tmp_path / "w"), results=str(tmp_path / "r"), budget_s=budget,
                               redo=redo, fix_try=None, grid=None, spread_config="b64-w16",
-                              compile_config="b64-w16-ro", parts=["sweep"])
+                              compile_config="b64-w16-ro", parts=["sweep"], max_reps=None)
 
 
 @pytest.fixture
@@ -158,6 +159,39 @@ def test_fix_part_adds_a_defaults_run_on_a_new_machine_and_collects_a_newer_fix(
     hb.write_json(tmp_path / "w" / "fix-safe" / "fix.pid", {"pid": 12, "lease": "OLD"})
     r = hb.Runner(namespace(tmp_path))
     assert [u.name for u in r.units("fix-safe")] == ["fix"] and not r.done("fix-safe", "fix")
+
+
+def test_max_reps_reaches_fix_through_the_detached_driver(tmp_path, monkeypatch):
+    """--max-reps goes to the detached driver, from it to `yolodoctor fix`, and into the record; left out, neither
+    command carries it (fix's own default)."""
+    monkeypatch.setattr(hb, "machine", lambda: {"lease": "L1", "host": "h", "gpu": None})
+    cmds = []
+
+    def call(self, cmd, out, log, env=None, new_session=False):
+        cmds.append(cmd)
+        hb.write_json(self.work / "fix-unsafe" / "fix.done.json",
+                      {"rc_profile": 0, "rc_fix": 0, "started_s": 0.0, "ended_s": 5.0})
+        return argparse.Namespace(pid=os.getpid(), poll=lambda: None)
+
+    monkeypatch.setattr(hb.Runner, "call", call)
+    for max_reps in (3, None):
+        r = hb.Runner(argparse.Namespace(**{**vars(namespace(tmp_path)), "max_reps": max_reps}))
+        (r.work / "fix-unsafe" / "fix.done.json").unlink(missing_ok=True)
+        rec = r.fix("fix-unsafe", unsafe=True)
+        assert rec["max_reps"] == max_reps and rec["wall_s"] == 5.0
+        assert ("--max-reps" in cmds[-1]) == bool(max_reps)
+        if max_reps:
+            assert cmds[-1][cmds[-1].index("--max-reps") + 1] == "3" and "--unsafe" in cmds[-1]
+    seen = []
+    monkeypatch.setattr(hb.subprocess, "call", lambda cmd, **kw: seen.append(cmd) or 0)
+    (tmp_path / "d" / "run").mkdir(parents=True)
+    for argv, want in ((["--max-reps", "3"], True), ([], False)):
+        hb.main(["_fix", str(tmp_path / "d"), "--reps", "2", *argv, "--unsafe", "--words", "batch=16"])
+        fix = seen[-1]
+        assert fix[fix.index("fix"):][:4] == ["fix", str(tmp_path / "d" / "run" / "profile"), "--verify", "--apply"]
+        assert ("--max-reps" in fix) == want and "--allow-unsafe" in fix
+        if want:
+            assert fix[fix.index("--max-reps") + 1] == "3"
 
 
 def test_fix_record_keeps_plan_trials_and_what_was_applied(tmp_path):
