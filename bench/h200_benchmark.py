@@ -581,8 +581,11 @@ class Runner:
             started = json.loads(pid_file.read_text())
             if started["lease"] == self.machine["lease"] and started["pid"] != rec.get("driver_pid"):
                 self.redo.add(f"{part}/fix")
-        if not self.defaults_here() and not self.done(part, "fix"):  # applied / defaults within one machine
-            units.insert(0, Unit("defaults", "whole", lambda: self.whole_defaults(self.work / part / "defaults")))
+        fix_here = not self.done(part, "fix") or (rec or {}).get("machine", {}).get("lease") == self.machine["lease"]
+        if not self.defaults_here() and fix_here:  # applied / defaults within one machine
+            # after the fix: the long detached unit first, so that a session's device time running out cuts the short
+            # defaults run (remade in minutes), not the fix's trials; a fix recorded here still gets its defaults run
+            units.append(Unit("defaults", "whole", lambda: self.whole_defaults(self.work / part / "defaults")))
             if self.records(part).get("defaults"):  # recorded on another machine: this fix needs its own
                 self.redo.add(f"{part}/defaults")
         return units

@@ -150,7 +150,7 @@ def test_fix_part_adds_a_defaults_run_on_a_new_machine_and_collects_a_newer_fix(
     hb.write_json(tmp_path / "r" / "defaults.json", {"part": "defaults", "scale": asdict(hb.TINY),
                                                      "units": {"defaults": rec}})
     r = hb.Runner(namespace(tmp_path))
-    assert [u.name for u in r.units("fix-safe")] == ["defaults", "fix"]
+    assert [u.name for u in r.units("fix-safe")] == ["fix", "defaults"]
     monkeypatch.setattr(hb, "machine", lambda: {"lease": "OLD", "host": "h", "gpu": None})
     r = hb.Runner(namespace(tmp_path))
     assert [u.name for u in r.units("fix-safe")] == ["fix"]
@@ -159,6 +159,16 @@ def test_fix_part_adds_a_defaults_run_on_a_new_machine_and_collects_a_newer_fix(
     hb.write_json(tmp_path / "w" / "fix-safe" / "fix.pid", {"pid": 12, "lease": "OLD"})
     r = hb.Runner(namespace(tmp_path))
     assert [u.name for u in r.units("fix-safe")] == ["fix"] and not r.done("fix-safe", "fix")
+    # a fix recorded on this machine whose defaults run was cut off (the session's device time ran out): the
+    # defaults run comes next, and a fix recorded on another machine gets none
+    monkeypatch.setattr(hb, "machine", lambda: {"lease": "NEW", "host": "h", "gpu": None})
+    hb.write_json(tmp_path / "r" / "fix-safe.json", {"part": "fix-safe", "scale": asdict(hb.TINY),
+                                                     "units": {"fix": {"driver_pid": 12, "machine": {"lease": "NEW"}}}})
+    r = hb.Runner(namespace(tmp_path))
+    assert [u.name for u in r.units("fix-safe")] == ["fix", "defaults"] and r.done("fix-safe", "fix")
+    assert not r.done("fix-safe", "defaults")
+    monkeypatch.setattr(hb, "machine", lambda: {"lease": "THIRD", "host": "h", "gpu": None})
+    assert [u.name for u in hb.Runner(namespace(tmp_path)).units("fix-safe")] == ["fix"]
 
 
 def test_max_reps_reaches_fix_through_the_detached_driver(tmp_path, monkeypatch):
