@@ -560,7 +560,7 @@ def body(res: dict) -> str:
             if key == "vs_best" or vb:
                 L.append(f"| {part}: plan / {what}{' (' + vb['best'] + ')' if vb.get('best') else ''} | >= "
                          f"{GOAL_BEST:.0%} | {fmt(vb.get('ratio'), '.0%')} | {_yn(vb.get('met'))} | "
-                         f"{vb.get('how', 'not measured')}, {vb.get('machines', '')} |")
+                         f"{', '.join(w for w in (vb.get('how', 'not measured'), vb.get('machines')) if w)} |")
         p = x.get("planned")
         if p:
             L.append(f"| {part}: time saved over {PLANNED_EPOCHS} epochs | - | {p['saved_s'] / 3600:.2f} h "
