@@ -526,7 +526,9 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
     best = best_swept(res)
     if best:
         plan_args = {**hb.DEFAULTS.args(), **(fx.get("applied") or {}).get("args", {})}
-        diff = {k: v for k, v in (best.get("args") or {}).items() if plan_args.get(k, False) != v}
+        # the run's length (long_enough's epochs, warmup_epochs, val) is how the point was measured, not a knob
+        diff = {k: v for k, v in (best.get("args") or {}).items()
+                if plan_args.get(k, False) != v and k not in ("epochs", "warmup_epochs", "val")}
         out.append(f"best swept {best['config']} ({best['steady_ips']:.0f} img/s) differs from the plan in "
                    f"{' '.join(hb.words(diff)) or 'nothing planned'}; the plan dropped: "
                    + ("; ".join(f"{x.get('key')}: {x.get('reason')}" for x in fx.get("dropped", [])) or "nothing"))

@@ -325,6 +325,10 @@ def test_report_explains_a_missed_goal_and_writes_its_section(tmp_path, monkeypa
             "noise threshold 52.7%)") in lines
     assert "trials: the whole plan ran 1057 img/s (median of 2), what was kept (batch=64) 760 (of -): +39%" in lines
     assert lines[0].startswith("loader: the applied run consumed 760 img/s; the loader alone delivers 1010 img/s")
+    best = rep.best_swept(res)
+    best.setdefault("args", {}).update(epochs=2, warmup_epochs=0, val=False)  # how a long point ran, not a knob
+    diff = next(x for x in rep.explain(res, "fix-safe", {}) if "differs from the plan in" in x)
+    assert "differs from the plan in batch=128" in diff and "epochs" not in diff and "val=" not in diff
     assert "### Trials of fix-safe" in text and "| batch=64 |" in text and "bash bench/h200_benchmark.sh" in text
     monkeypatch.setattr(common, "BENCHMARKS", tmp_path / "BENCHMARKS.md")
     assert rep.main(["--results", str(d), "--write"]) == 0

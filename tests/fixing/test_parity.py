@@ -32,6 +32,7 @@ def test_parity_passes_an_equal_or_lower_loss_and_fails_a_higher_one():
     # twice the images per optimizer step (batch 2 x nbs): compared after the same images, not the same steps
     big = parity(base, [curve(2.0, per_step=128)])
     assert big["within"] and big["images"] == 40 * 64 and big["points"][1] == 4
+    assert big["opt_steps"] == [40, 20]  # the steps each side took in those images: half at twice the batch
     assert not parity(base, [curve(2.2, per_step=128)])["within"]
     assert mean_curve([[1.0, 2.0, 3.0], [3.0, 4.0]]) == [2.0, 3.0]
 
@@ -48,7 +49,8 @@ def test_a_faster_change_that_changes_training_is_kept_only_with_loss_parity():
     v = {x.candidate: x for x in ok[0]}["amp=bf16"]
     assert v.kept and "loss +0.5%" in v.why and v.parity["within"] and [c.key for c in ok[2]] == ["amp"]
     bad = {x.candidate: x for x in judge(base + runs("amp=bf16", [480, 482], curve(2.4)), cands)[0]}["amp=bf16"]
-    assert not bad.kept and "its loss is +20.0%" in bad.why
+    assert not bad.kept and "its loss is +20.0% against the baseline's after 2560 images (40 optimizer steps " \
+        "against the baseline's 40; band 2.5%)" in bad.why
     none = {x.candidate: x for x in judge(base + runs("amp=bf16", [480, 482], None), cands)[0]}["amp=bf16"]
     assert not none.kept and "could not be compared" in none.why
     # a safe change needs no loss comparison

@@ -68,7 +68,10 @@ def mean_curve(curves: list[list[float]]) -> list[float]:
 def parity(base: list[list[tuple[int, float]]], cand: list[list[tuple[int, float]]],
            floor: float = FLOOR) -> dict[str, Any] | None:
     """The candidate's loss against the baseline's after the same images (both: per-repeat opt_points); None when
-    fewer than 3 optimizer steps of either side fall in the last fifth of the images both saw."""
+    fewer than 3 optimizer steps of either side fall in the last fifth of the images both saw. ``opt_steps``: the
+    optimizer steps each side took in those images (the fewest of its repeats): a trial from scratch compares the
+    start of training, where a one-off (an fp16 GradScaler skipping its first steps while it lowers its scale) weighs
+    more the fewer steps a side took (bench/loss_start.py)."""
     runs = [r for r in (*base, *cand) if r]
     if not any(base) or not any(cand):
         return None
@@ -82,5 +85,6 @@ def parity(base: list[list[tuple[int, float]]], cand: list[list[tuple[int, float
     se = (statistics.variance(xa) / len(xa) + statistics.variance(xb) / len(xb)) ** 0.5
     band = max(2 * se / ma if ma else 0.0, floor)
     rel = (mb - ma) / ma if ma else 0.0
-    return {"images": n, "points": [len(xa), len(xb)], "a": ma, "b": mb, "rel": rel, "band": band,
-            "within": rel <= band}
+    steps = [min(sum(1 for x, _ in r if x <= n) for r in side if r) for side in (base, cand)]
+    return {"images": n, "points": [len(xa), len(xb)], "opt_steps": steps, "a": ma, "b": mb, "rel": rel,
+            "band": band, "within": rel <= band}

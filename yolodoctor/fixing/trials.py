@@ -301,7 +301,8 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
                                    "the baseline's (too few optimizer steps after the same images)"), False, True
         elif gain > limit and par is not None and not par["within"]:
             why, keep, rejected = (f"{gain:+.1%}, but it changes training and its loss is {par['rel']:+.1%} against "
-                                   f"the baseline's after {par['images']} images (band {par['band']:.1%})"), False, True
+                                   f"the baseline's after {par['images']} images ({_steps(par)}; band "
+                                   f"{par['band']:.1%})"), False, True
         elif gain > limit:
             over = "" if c.against == "baseline" else f" over {c.against}"
             why, keep = f"{gain:+.1%}{over} beats the noise threshold {limit:.1%}", True
@@ -436,6 +437,13 @@ def _profile_trial(c: Candidate, rep: int, run_dir: Path, base_args: dict[str, A
                     s.get("images_per_s"), (s.get("window") or {}).get("valid"),
                     mismatches(c.args, prof.settings or {}), _loss_curve(run),
                     ((prof.host_probe or {}).get("before") or {}).get("python_ms"))
+
+
+def _steps(par: dict[str, Any]) -> str:
+    """The optimizer steps behind a loss comparison: a few steps from scratch are the start of training, not its
+    rate."""
+    a, b = par.get("opt_steps") or (None, None)
+    return f"{b} optimizer steps against the baseline's {a}" if a is not None else "optimizer steps not counted"
 
 
 def _loss_curve(run: Path) -> list[tuple[int, float]] | None:

@@ -1,0 +1,55 @@
+"""bench/loss_start.py: per-image loss at the same images and the first optimizer step where the loss falls."""
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import loss_start as ls  # noqa: E402
+
+EVENTS = ROOT / "fixtures" / "trials" / "h200-fix-unsafe-f32ae53c-events"
+
+
+def write(run: Path, losses, batch=64, accumulate=1, precision="fp16", gz=False):
+    run.mkdir(parents=True)
+    ev = [{"type": "settings", "t": 0.0, "settings": {"batch": batch, "accumulate": accumulate,
+                                                      "precision": precision, "grad_scaler": precision == "fp16"}}]
+    ev += [{"type": "step", "epoch": 0, "i": i, "step": i, "n": i, "images": batch, "batch": batch,
+            "accumulate": accumulate, "loss": x * batch, "compute": 0.1, "wait": 0.0} for i, x in enumerate(losses)]
+    text = "".join(json.dumps(e) + "\n" for e in ev)
+    if gz:
+        (run / "events.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    else:
+        (run / "events.jsonl").write_text(text)
+
+
+def test_first_fall_and_loss_at_images(tmp_path):
+    write(tmp_path / "flat", [10.0, 10.0, 10.1, 9.9, 9.7, 9.0])
+    write(tmp_path / "sub" / "falls", [10.0, 9.5, 9.0, 8.0], precision="bf16", gz=True)
+    write(tmp_path / "acc", [10.0, 10.0, 9.0, 9.0], batch=16, accumulate=2)
+    assert [r.name for r in ls.run_dirs([tmp_path])] == ["acc", "flat", "falls"]
+    flat = ls.analyse(tmp_path / "flat", images=(64, 200, 384, 1000))
+    assert flat["first_fall_step"] == 4 and flat["first_fall_images"] == 320 and flat["grad_scaler"] is True
+    assert flat["loss_at"] == {64: 10.0, 200: 10.1, 384: 9.0, 1000: 9.0}
+    falls = ls.analyse(tmp_path / "sub" / "falls")
+    assert falls["precision"] == "bf16" and falls["first_fall_step"] == 1 and falls["opt_steps"] == 4
+    # accumulate 2: one optimizer step every two micro-batches (Ultralytics starts at last_opt_step -1)
+    acc = ls.analyse(tmp_path / "acc", images=(32,))
+    assert acc["opt_steps"] == 2 and acc["loss_at"] == {32: 10.0} and acc["first_fall_step"] == 1
+    assert ls.analyse(tmp_path / "flat", drop=0.2)["first_fall_step"] is None
+
+
+def test_the_h200_unsafe_trials_fp16_starts_flat_where_bf16_falls_at_once(capsys):
+    # lease f32ae53c: at fp16 (a GradScaler) the loss first falls 2% at optimizer step 10 of batch 128 (1408
+    # images); at bf16 (none) at step 2 - the start that loss parity over 1920 images weighs
+    b128 = ls.analyse(EVENTS / "batch_128-1")
+    plan = ls.analyse(EVENTS / "plan-1")
+    assert (b128["precision"], b128["grad_scaler"], b128["batch"]) == ("fp16", True, 128)
+    assert (b128["first_fall_step"], b128["first_fall_images"]) == (10, 1408)
+    assert (plan["precision"], plan["grad_scaler"], plan["first_fall_step"]) == ("bf16", False, 2)
+    assert ls.main([str(EVENTS)]) == 0
+    out = capsys.readouterr().out
+    assert "batch_128-1" in out and "10, 1408" in out and len(out.splitlines()) == 19
+    assert ls.main([str(ROOT / "rules")]) == 2
