@@ -10,12 +10,14 @@ loss first falls --drop below that of the first step. `fix --verify` judges loss
 trial saw (1920 in the H200 trials: the baseline's 120 steps of batch 16); a configuration whose loss stays flat for
 its first optimizer steps loses more images to that start the larger its batch. An fp16 GradScaler starts at a
 scale of 2**16 and skips every optimizer step whose gradients overflow while it halves the scale (torch.amp), which
-would look like this; bf16 runs none.
+would look like this; bf16 runs none. "skipped": the steps it skipped, 16 - log2 of its scale at the end of training
+(the recorder's train_end grad_scale; runs recorded before it show "-").
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -44,11 +46,15 @@ def analyse(run: Path, images=IMAGES, drop: float = 0.02) -> dict:
     for n in images:
         before = [y for x, y in pts if x <= n]
         at[n] = before[-1] if before else None
+    end = next((e for e in events if e.get("type") == "train_end" and e.get("train_index", 0) == 0), {})
+    scale = end.get("grad_scale")  # recorded since 2026-12-03 (session 7); older runs: None
     first_fall = next((i for i, (_, y) in enumerate(pts) if pts and y <= (1 - drop) * pts[0][1]), None)
     return {"run": run.name, "precision": st.get("precision"), "grad_scaler": st.get("grad_scaler"),
             "batch": st.get("batch"), "accumulate": st.get("accumulate"), "opt_steps": len(pts),
             "loss_at": at, "first_fall_step": first_fall,
-            "first_fall_images": pts[first_fall][0] if first_fall is not None else None}
+            "first_fall_images": pts[first_fall][0] if first_fall is not None else None, "grad_scale": scale,
+            # halvings from the initial 2**16, each a skipped optimizer step (no growth before 2000 clean steps)
+            "skipped": round(16 - math.log2(scale)) if scale and len(pts) < 2000 else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no run directory (events.jsonl) under " + " ".join(map(str, a.paths)), file=sys.stderr)
         return 2
     print(f"{'run':48s} {'prec':5s} {'scaler':6s} {'batch':>5s} {'acc':>3s} "
-          + " ".join(f"{n:>6d}" for n in a.images) + f"  first {a.drop:.0%} fall (opt step, images)")
+          + " ".join(f"{n:>6d}" for n in a.images) + f"  first {a.drop:.0%} fall (opt step, images)  skipped")
     folder = None
     for run in runs:
         if run.parent != folder and len({r.parent for r in runs}) > 1:
@@ -73,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         fall = (f"{r['first_fall_step']}, {r['first_fall_images']}" if r["first_fall_step"] is not None
                 else f"none in {r['opt_steps']}")
         print(f"{r['run'][:48]:48s} {str(r['precision']):5s} {str(r['grad_scaler']):6s} {r['batch'] or '-':>5} "
-              f"{r['accumulate'] or '-':>3} {loss}  {fall}")
+              f"{r['accumulate'] or '-':>3} {loss}  {fall:32s}  {r['skipped'] if r['skipped'] is not None else '-'}")
     return 0
 
 

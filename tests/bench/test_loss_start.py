@@ -12,12 +12,13 @@ import loss_start as ls  # noqa: E402
 EVENTS = ROOT / "fixtures" / "trials" / "h200-fix-unsafe-f32ae53c-events"
 
 
-def write(run: Path, losses, batch=64, accumulate=1, precision="fp16", gz=False):
+def write(run: Path, losses, batch=64, accumulate=1, precision="fp16", gz=False, scale=None):
     run.mkdir(parents=True)
     ev = [{"type": "settings", "t": 0.0, "settings": {"batch": batch, "accumulate": accumulate,
                                                       "precision": precision, "grad_scaler": precision == "fp16"}}]
     ev += [{"type": "step", "epoch": 0, "i": i, "step": i, "n": i, "images": batch, "batch": batch,
             "accumulate": accumulate, "loss": x * batch, "compute": 0.1, "wait": 0.0} for i, x in enumerate(losses)]
+    ev.append({"type": "train_end", "t": 9.0, "train_index": 0, "grad_scale": scale})
     text = "".join(json.dumps(e) + "\n" for e in ev)
     if gz:
         (run / "events.jsonl.gz").write_bytes(gzip.compress(text.encode()))
@@ -26,15 +27,17 @@ def write(run: Path, losses, batch=64, accumulate=1, precision="fp16", gz=False)
 
 
 def test_first_fall_and_loss_at_images(tmp_path):
-    write(tmp_path / "flat", [10.0, 10.0, 10.1, 9.9, 9.7, 9.0])
+    write(tmp_path / "flat", [10.0, 10.0, 10.1, 9.9, 9.7, 9.0], scale=2.0 ** 12)
     write(tmp_path / "sub" / "falls", [10.0, 9.5, 9.0, 8.0], precision="bf16", gz=True)
     write(tmp_path / "acc", [10.0, 10.0, 9.0, 9.0], batch=16, accumulate=2)
     assert [r.name for r in ls.run_dirs([tmp_path])] == ["acc", "flat", "falls"]
     flat = ls.analyse(tmp_path / "flat", images=(64, 200, 384, 1000))
     assert flat["first_fall_step"] == 4 and flat["first_fall_images"] == 320 and flat["grad_scaler"] is True
     assert flat["loss_at"] == {64: 10.0, 200: 10.1, 384: 9.0, 1000: 9.0}
+    assert flat["grad_scale"] == 4096.0 and flat["skipped"] == 4  # 2**16 halved four times
     falls = ls.analyse(tmp_path / "sub" / "falls")
     assert falls["precision"] == "bf16" and falls["first_fall_step"] == 1 and falls["opt_steps"] == 4
+    assert falls["skipped"] is None  # no scaler
     # accumulate 2: one optimizer step every two micro-batches (Ultralytics starts at last_opt_step -1)
     acc = ls.analyse(tmp_path / "acc", images=(32,))
     assert acc["opt_steps"] == 2 and acc["loss_at"] == {32: 10.0} and acc["first_fall_step"] == 1

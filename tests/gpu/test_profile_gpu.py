@@ -39,6 +39,10 @@ def test_profile_on_cuda_records_events_trace_and_nvml(dataset, tmp_path):
     steps = [e for e in read_events(out / "events.jsonl") if e["type"] == "step"]
     assert len(steps) == 18 and all(e["gpu_ms"] > 0 and e["loss"] is not None for e in steps)
     assert all(e["mem_allocated_peak"] >= e["mem_allocated"] > 0 for e in steps)  # the step's peak, not its rest
+    # fp16 AMP: the GradScaler's scale at the end, 2**16 halved once per skipped (overflowing) optimizer step
+    end = next(e for e in read_events(out / "events.jsonl") if e["type"] == "train_end")
+    assert s["grad_scaler"] is True and 1.0 <= end["grad_scale"] <= 2.0 ** 16
+    assert (end["grad_scale"]).is_integer() and (2.0 ** 16 / end["grad_scale"]).is_integer()
     t = prof.trace["summary"]
     assert t["cuda"] is True and t["kernels_per_step"] > 50 and t["kernel_busy_ms_per_step"] > 0
     assert 0 < t["tensor_core_share"] <= 1 and t["launches_per_step"] > 0

@@ -184,7 +184,7 @@ class Recorder:
     def on_train_end(self, trainer) -> None:
         self._flush_ready(wait=True)
         self.events.write("train_end", train_index=self.train_index, steps=self.steps, bounded=self.bounded,
-                          recorder_s=round(self.cost_s, 6))
+                          recorder_s=round(self.cost_s, 6), grad_scale=grad_scale(trainer))
         if self.on_end:
             self.on_end(trainer)
 
@@ -300,3 +300,14 @@ def effective_settings(trainer) -> dict[str, Any]:
         "val": args.val,
         "torch": torch.__version__,
     }
+
+
+def grad_scale(trainer) -> float | None:
+    """The fp16 GradScaler's scale at the end of training (one read, one sync), None where none runs (bf16, fp32,
+    CPU). It starts at 2**16 and halves at every optimizer step whose gradients overflow, a step it skips; it doubles
+    only after 2000 clean steps (torch.amp defaults), so in a short run 16 - log2(scale) counts the skipped steps."""
+    scaler = getattr(trainer, "scaler", None)
+    try:
+        return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else None
+    except Exception:  # noqa: BLE001 - a reading must never stop training
+        return None
