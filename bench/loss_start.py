@@ -5,8 +5,9 @@ first falls.
 
 For every run directory found (events.jsonl or events.jsonl.gz), from its step events: the precision, the batch and
 accumulate, and whether a GradScaler ran (its settings record); the mean per-image loss of the optimizer step at or
-just before each image count (fixing/parity.opt_points, as loss parity reads it); and the optimizer step at which the
-loss first falls --drop below that of the first step. `fix --verify` judges loss parity over the images its shortest
+just before each image count (fixing/parity.opt_points, as loss parity reads it); and how many optimizer steps had
+been taken when the loss first fell --drop below the first step's (a step's loss is computed with the weights of the
+steps before it), with the images seen by then. `fix --verify` judges loss parity over the images its shortest
 trial saw (1920 in the H200 trials: the baseline's 120 steps of batch 16); a configuration whose loss stays flat for
 its first optimizer steps loses more images to that start the larger its batch. An fp16 GradScaler starts at a
 scale of 2**16 and skips every optimizer step whose gradients overflow while it halves the scale (torch.amp), which
@@ -51,8 +52,8 @@ def analyse(run: Path, images=IMAGES, drop: float = 0.02) -> dict:
     first_fall = next((i for i, (_, y) in enumerate(pts) if pts and y <= (1 - drop) * pts[0][1]), None)
     return {"run": run.name, "precision": st.get("precision"), "grad_scaler": st.get("grad_scaler"),
             "batch": st.get("batch"), "accumulate": st.get("accumulate"), "opt_steps": len(pts),
-            "loss_at": at, "first_fall_step": first_fall,
-            "first_fall_images": pts[first_fall][0] if first_fall is not None else None, "grad_scale": scale,
+            "loss_at": at, "steps_before_fall": first_fall,
+            "fall_images": pts[first_fall][0] if first_fall is not None else None, "grad_scale": scale,
             # halvings from the initial 2**16, each a skipped optimizer step (no growth before 2000 clean steps)
             "skipped": round(16 - math.log2(scale)) if scale and len(pts) < 2000 else None}
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no run directory (events.jsonl) under " + " ".join(map(str, a.paths)), file=sys.stderr)
         return 2
     print(f"{'run':48s} {'prec':5s} {'scaler':6s} {'batch':>5s} {'acc':>3s} "
-          + " ".join(f"{n:>6d}" for n in a.images) + f"  first {a.drop:.0%} fall (opt step, images)  skipped")
+          + " ".join(f"{n:>6d}" for n in a.images) + f"  steps before a {a.drop:.0%} fall (images)  skipped")
     folder = None
     for run in runs:
         if run.parent != folder and len({r.parent for r in runs}) > 1:
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{folder}:")
         r = analyse(run, a.images, a.drop)
         loss = " ".join(f"{r['loss_at'][n]:6.2f}" if r["loss_at"][n] is not None else f"{'-':>6s}" for n in a.images)
-        fall = (f"{r['first_fall_step']}, {r['first_fall_images']}" if r["first_fall_step"] is not None
+        fall = (f"{r['steps_before_fall']} ({r['fall_images']})" if r["steps_before_fall"] is not None
                 else f"none in {r['opt_steps']}")
         print(f"{r['run'][:48]:48s} {str(r['precision']):5s} {str(r['grad_scaler']):6s} {r['batch'] or '-':>5} "
               f"{r['accumulate'] or '-':>3} {loss}  {fall:32s}  {r['skipped'] if r['skipped'] is not None else '-'}")

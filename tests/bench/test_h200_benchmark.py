@@ -304,6 +304,20 @@ def test_figures_flag_another_machine_and_partial_results():
     assert rep.body({}).startswith("No results yet")
 
 
+
+def test_missing_names_a_fix_without_a_defaults_run_on_its_machine():
+    d = {"status": "complete", "steady_ips": 238.0, "machine": {"lease": "A"}}
+    res = {"defaults": {"units": {"defaults": d}},
+           "fix-unsafe": {"units": {"fix": {"status": "complete", "machine": {"lease": "B"}}}},
+           "fix-safe": {"units": {"fix": {"status": "complete", "machine": {"lease": "A"}}}}}
+    gone = [x for x in rep.missing(res) if "defaults whole run" in x]
+    assert gone == ["fix-unsafe: a defaults whole run on the fix's machine (lease B): applied / defaults compares two "
+                    "machines until the part runs again on one (`bash bench/h200_benchmark.sh fix-unsafe --redo "
+                    "fix-unsafe/fix`)"]
+    res["fix-unsafe"]["units"]["defaults"] = {**d, "machine": {"lease": "B"}}
+    assert not [x for x in rep.missing(res) if "defaults whole run" in x]
+
+
 def test_report_explains_a_missed_goal_and_writes_its_section(tmp_path, monkeypatch):
     d = tmp_path / "results"
     for part, doc in results().items():

@@ -32,27 +32,27 @@ def test_first_fall_and_loss_at_images(tmp_path):
     write(tmp_path / "acc", [10.0, 10.0, 9.0, 9.0], batch=16, accumulate=2)
     assert [r.name for r in ls.run_dirs([tmp_path])] == ["acc", "flat", "falls"]
     flat = ls.analyse(tmp_path / "flat", images=(64, 200, 384, 1000))
-    assert flat["first_fall_step"] == 4 and flat["first_fall_images"] == 320 and flat["grad_scaler"] is True
+    assert flat["steps_before_fall"] == 4 and flat["fall_images"] == 320 and flat["grad_scaler"] is True
     assert flat["loss_at"] == {64: 10.0, 200: 10.1, 384: 9.0, 1000: 9.0}
     assert flat["grad_scale"] == 4096.0 and flat["skipped"] == 4  # 2**16 halved four times
     falls = ls.analyse(tmp_path / "sub" / "falls")
-    assert falls["precision"] == "bf16" and falls["first_fall_step"] == 1 and falls["opt_steps"] == 4
+    assert falls["precision"] == "bf16" and falls["steps_before_fall"] == 1 and falls["opt_steps"] == 4
     assert falls["skipped"] is None  # no scaler
     # accumulate 2: one optimizer step every two micro-batches (Ultralytics starts at last_opt_step -1)
     acc = ls.analyse(tmp_path / "acc", images=(32,))
-    assert acc["opt_steps"] == 2 and acc["loss_at"] == {32: 10.0} and acc["first_fall_step"] == 1
-    assert ls.analyse(tmp_path / "flat", drop=0.2)["first_fall_step"] is None
+    assert acc["opt_steps"] == 2 and acc["loss_at"] == {32: 10.0} and acc["steps_before_fall"] == 1
+    assert ls.analyse(tmp_path / "flat", drop=0.2)["steps_before_fall"] is None
 
 
 def test_the_h200_unsafe_trials_fp16_starts_flat_where_bf16_falls_at_once(capsys):
-    # lease f32ae53c: at fp16 (a GradScaler) the loss first falls 2% at optimizer step 10 of batch 128 (1408
-    # images); at bf16 (none) at step 2 - the start that loss parity over 1920 images weighs
+    # lease f32ae53c: at fp16 (a GradScaler) the loss first fell 2% after 10 optimizer steps of batch 128 (1408
+    # images seen); at bf16 (none) after 2 - the start that loss parity over 1920 images weighs
     b128 = ls.analyse(EVENTS / "batch_128-1")
     plan = ls.analyse(EVENTS / "plan-1")
     assert (b128["precision"], b128["grad_scaler"], b128["batch"]) == ("fp16", True, 128)
-    assert (b128["first_fall_step"], b128["first_fall_images"]) == (10, 1408)
-    assert (plan["precision"], plan["grad_scaler"], plan["first_fall_step"]) == ("bf16", False, 2)
+    assert (b128["steps_before_fall"], b128["fall_images"]) == (10, 1408)
+    assert (plan["precision"], plan["grad_scaler"], plan["steps_before_fall"]) == ("bf16", False, 2)
     assert ls.main([str(EVENTS)]) == 0
     out = capsys.readouterr().out
-    assert "batch_128-1" in out and "10, 1408" in out and len(out.splitlines()) == 19
+    assert "batch_128-1" in out and "10 (1408)" in out and len(out.splitlines()) == 19
     assert ls.main([str(ROOT / "rules")]) == 2
