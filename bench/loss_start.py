@@ -44,9 +44,9 @@ def analyse(run: Path, images=IMAGES, drop: float = 0.02) -> dict:
     steps = sorted((s for s in steps_of(events) if s.get("train_index", 0) == 0), key=lambda s: s["step"])
     pts = opt_points(steps)
     at = {}
-    for n in images:
+    for n in images:  # the step at or just before n, where the run reached n
         before = [y for x, y in pts if x <= n]
-        at[n] = before[-1] if before else None
+        at[n] = before[-1] if before and pts[-1][0] >= n else None
     end = next((e for e in events if e.get("type") == "train_end" and e.get("train_index", 0) == 0), {})
     scale = end.get("grad_scale")  # recorded since 2026-12-03 (session 7); older runs: None
     first_fall = next((i for i, (_, y) in enumerate(pts) if pts and y <= (1 - drop) * pts[0][1]), None)

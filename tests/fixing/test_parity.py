@@ -37,6 +37,21 @@ def test_parity_passes_an_equal_or_lower_loss_and_fails_a_higher_one():
     assert mean_curve([[1.0, 2.0, 3.0], [3.0, 4.0]]) == [2.0, 3.0]
 
 
+def test_parity_reaches_as_far_as_the_longest_reference_run_and_widens_by_its_spread():
+    # the baseline's short trial beside a longer safe one: compared after the safe one's images, not the baseline's
+    short, long = curve(2.0, n=10), curve(2.0, n=40)
+    p = parity([short, long], [curve(2.0, n=60, per_step=128)])
+    assert p["images"] == 40 * 64 and p["opt_steps"] == [40, 20] and p["points"][0] == 8  # the short run is left out
+    # a reference run that ends inside the window is left out (its points would sit at fewer images)
+    mid = curve(2.0, n=36)
+    assert parity([mid, long], [curve(2.0, n=40)])["points"][0] == 8
+    # two reference runs 5% apart (safe changes, or none): a candidate 4% above their mean is within their spread
+    lo, hi = curve(1.95, wobble=0.0), curve(2.05, wobble=0.0)
+    p = parity([lo, hi], [curve(2.08, wobble=0.0)])
+    assert 0.049 < p["reference_spread"] < 0.051 and p["band"] == p["reference_spread"] and p["within"]
+    assert not parity([lo, hi], [curve(2.2, wobble=0.0)])["within"]
+
+
 def runs(name, values, loss=None):
     return [TrialRun(name, i, f"/r/{name}{i}", "complete", None, v, True, [], loss) for i, v in enumerate(values)]
 
@@ -49,8 +64,11 @@ def test_a_faster_change_that_changes_training_is_kept_only_with_loss_parity():
     v = {x.candidate: x for x in ok[0]}["amp=bf16"]
     assert v.kept and "loss +0.5%" in v.why and v.parity["within"] and [c.key for c in ok[2]] == ["amp"]
     bad = {x.candidate: x for x in judge(base + runs("amp=bf16", [480, 482], curve(2.4)), cands)[0]}["amp=bf16"]
-    assert not bad.kept and "its loss is +20.0% against the baseline's after 2560 images (40 optimizer steps " \
-        "against the baseline's 40; band 2.5%)" in bad.why
+    assert not bad.kept and "its loss is +20.0% against unchanged training's after 2560 images (40 optimizer " \
+        "steps against 40; band 2.5%)" in bad.why
+    # slower or not, a change whose loss is worse is rejected: no repeat would make it learn as before
+    slow = {x.candidate: x for x in judge(base + runs("amp=bf16", [401, 405], curve(2.4)), cands)[0]}["amp=bf16"]
+    assert slow.rejected and not slow.inconclusive and "its loss is +20.0%" in slow.why
     none = {x.candidate: x for x in judge(base + runs("amp=bf16", [480, 482], None), cands)[0]}["amp=bf16"]
     assert not none.kept and "could not be compared" in none.why
     # a safe change needs no loss comparison

@@ -336,11 +336,12 @@ def test_the_h200_trials_that_applied_the_slower_set_now_run_the_whole_plan_agai
     assert "applied whole: +45.6% over batch=64" in {x.candidate: x for x in t.verdicts}["plan"].why
 
 
-def test_the_h200_unsafe_trials_reject_batch_128_and_the_whole_plan_on_their_loss_over_the_first_images():
+def test_the_h200_unsafe_trials_judge_loss_parity_over_the_safe_trials_images_not_the_baselines_first_1920():
     # fix-unsafe on the H200 (lease f32ae53c, --max-reps 2), replayed with each trial's loss curve read from its
-    # recorded step events: batch 128 ran +159% but its loss after 1920 images was +19.5% (15 optimizer steps at
-    # fp16, the loss flat for the first ~8 of them); the whole plan (batch 128 at bf16, compile, ...) ran 1034 img/s,
-    # 4.4x the baseline, and missed parity by +2.4% against a 2.0% band; batch 64 + workers 14 + compile was applied
+    # recorded step events. fix compared the loss over the baseline's 1920 images, 15 optimizer steps at batch 128,
+    # where the fp16 GradScaler's skipped first steps decided it: batch 128 +19.5%, the whole plan (bf16) +2.4%, bf16
+    # at batch 64 -11.5%. Against unchanged training (the baseline and the safe trials, which ran 12,352 images),
+    # batch 128 is +33% and the plan +24% after 96 optimizer steps against 193, and bf16 +3.6% after as many
     from yolodoctor.fixing.trials import _loss_curve
 
     h = json.loads((ROOT / "fixtures/trials/h200-fix-unsafe-f32ae53c.json").read_text())
@@ -354,28 +355,29 @@ def test_the_h200_unsafe_trials_reject_batch_128_and_the_whole_plan_on_their_los
     assert [c.name for c in cands] == [v["candidate"] for v in h["trials"]["verdicts"]]
     rs = [TrialRun.from_dict({**r, "loss_curve": _loss_curve(events / r["run_dir"])}) for r in h["trials"]["runs"]]
     assert all(r.loss_curve for r in rs)
+    recorded = {r["candidate"]: r for r in h["trials"]["verdicts"]}
+    for name, rel in (("batch=128", 0.195), ("batch=128+workers=14", 0.215), ("plan", 0.024)):
+        assert recorded[name]["parity"]["images"] == 1920
+        assert recorded[name]["parity"]["rel"] == pytest.approx(rel, abs=1e-3)
+    assert recorded["batch=64+workers=14+amp=bf16"]["parity"]["rel"] == pytest.approx(-0.115, abs=1e-3)
     verdicts, _, kept, noise = judge(rs, cands)
     v = {x.candidate: x for x in verdicts}
-    assert {x.candidate: (x.kept, x.rejected, x.inconclusive) for x in verdicts} == {
-        r["candidate"]: (r["kept"], r["rejected"], r["inconclusive"]) for r in h["trials"]["verdicts"]}
     assert {c.key: c.after for c in kept} == h["kept"] == h["applied"] == {
         "batch": 64, "workers": 14, "compile": "reduce-overhead"}
-    for name, rel in (("batch=128", 0.195), ("batch=128+workers=14", 0.215), ("plan", 0.024)):
-        assert v[name].rejected and not v[name].parity["within"] and v[name].parity["images"] == 1920
-        assert v[name].parity["rel"] == pytest.approx(rel, abs=0.001)
-        # what the loss was compared over: the start of training, 15 optimizer steps at batch 128
-        assert v[name].parity["opt_steps"] == [30, 15]
-        assert "(15 optimizer steps against the baseline's 30;" in v[name].why
+    for name, rel in (("batch=128", 0.332), ("batch=128+workers=14", 0.319), ("plan", 0.243)):
+        assert v[name].rejected and not v[name].parity["within"] and v[name].parity["images"] == 12352
+        assert v[name].parity["rel"] == pytest.approx(rel, abs=0.001) and v[name].parity["opt_steps"] == [193, 96]
+        assert "(96 optimizer steps against 193;" in v[name].why
     assert v["plan"].gain == pytest.approx(3.397, abs=0.001)  # 4.4x the baseline, rejected on its loss alone
-    # bf16 at batch 64 learns faster than the fp16 baseline over the same images (lower loss passes parity); it is
-    # held back by the noise alone
-    assert v["batch=64+workers=14+amp=bf16"].parity["rel"] == pytest.approx(-0.115, abs=0.001)
-    assert v["batch=64+workers=14+amp=bf16"].parity["within"] and v["batch=64+workers=14+amp=bf16"].inconclusive
-    # a band of 2% over the last fifth of 1920 images: the plan's +2.4% loss would pass at a 2.5% floor
-    from yolodoctor.fixing.parity import parity
-
-    base = [r.loss_curve for r in rs if r.candidate == "baseline"]
-    assert parity(base, [r.loss_curve for r in rs if r.candidate == "plan"], floor=0.025)["within"]
+    # bf16 at batch 64: +3.6% over the same 193 optimizer steps, outside the 2% floor and the safe trials' own 1.6%
+    # spread - rejected, where fix had held it for more repeats on its speed (+8.9%, inside the noise)
+    bf = v["batch=64+workers=14+amp=bf16"]
+    assert recorded["batch=64+workers=14+amp=bf16"]["inconclusive"] and bf.rejected and not bf.inconclusive
+    assert bf.parity["rel"] == pytest.approx(0.036, abs=0.001) and bf.parity["opt_steps"] == [193, 193]
+    assert bf.parity["reference_spread"] == pytest.approx(0.016, abs=0.001)
+    # more repeats for what the noise alone held back, with its reference
+    assert [c.name for c in undecided(verdicts, cands)] == ["batch=64+workers=14+deterministic=False",
+                                                            "batch=64+workers=14", "batch=64"]
 
 
 def test_the_whole_plan_is_applied_when_no_change_is_kept_alone_but_together_they_beat_the_baseline():
