@@ -307,7 +307,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             held = True
         elif gain > limit and alters and par is None:
             why, keep, rejected = (f"{gain:+.1%}, but it changes training and its loss could not be compared with "
-                                   "the baseline's (too few optimizer steps after the same images)"), False, True
+                                   "unchanged training's (too few optimizer steps after the same images)"), False, True
         elif gain > limit:
             over = "" if c.against == "baseline" else f" over {c.against}"
             why, keep = f"{gain:+.1%}{over} beats the noise threshold {limit:.1%}", True
