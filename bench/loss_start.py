@@ -7,12 +7,13 @@ For every run directory found (events.jsonl or events.jsonl.gz), from its step e
 accumulate, and whether a GradScaler ran (its settings record); the mean per-image loss of the optimizer step at or
 just before each image count (fixing/parity.opt_points, as loss parity reads it); and how many optimizer steps had
 been taken when the loss first fell --drop below the first step's (a step's loss is computed with the weights of the
-steps before it), with the images seen by then. `fix --verify` judges loss parity over the images its shortest
-trial saw (1920 in the H200 trials: the baseline's 120 steps of batch 16); a configuration whose loss stays flat for
-its first optimizer steps loses more images to that start the larger its batch. An fp16 GradScaler starts at a
-scale of 2**16 and skips every optimizer step whose gradients overflow while it halves the scale (torch.amp), which
-would look like this; bf16 runs none. "skipped": the steps it skipped, 16 - log2 of its scale at the end of training
-(the recorder's train_end grad_scale; runs recorded before it show "-").
+steps before it), with the images seen by then. `fix --verify` judged loss parity over the images its shortest
+trial saw (1920 in the H200 trials: the baseline's 120 steps of batch 16) until the safe trials, which reach
+further, joined its reference; a configuration whose loss stays flat for its first optimizer steps loses more images
+to that start the larger its batch. An fp16 GradScaler starts at a scale of 2**16 and skips every optimizer step whose
+gradients overflow while it halves the scale (torch.amp), which would look like this; bf16 runs none. "skipped": the
+steps it skipped, 16 - log2 of its scale at the end of training (the recorder's train_end grad_scale; runs recorded
+before it show "-").
 """
 
 from __future__ import annotations

@@ -77,8 +77,10 @@ def parity(base: list[list[tuple[int, float]]], cand: list[list[tuple[int, float
     training as it was: the baseline's runs and those of candidates that do not change training (trials.judge), so
     that the longest of them, not the baseline's short trial, sets how far the comparison reaches. ``opt_steps``: the
     optimizer steps each side took in those images (the fewest of its runs that reach them). The band: two standard
-    errors of the difference, the reference runs' own spread of means in the window, or ``floor``, the largest."""
-    base, cand = [r for r in base if r], [r for r in cand if r]
+    errors of the difference, how much worse the worst reference run is than the reference's mean, or ``floor``,
+    whichever is largest. Identical curves (repeats of seeded deterministic training) count once."""
+    # repeats that computed the same curve (seeded, deterministic training) are one measurement, not several
+    base, cand = ([list(r) for r in dict.fromkeys(tuple(r) for r in side if r)] for side in (base, cand))
     if not base or not cand:
         return None
     # as far as every candidate run and the longest reference run reach: the reference side may hold runs of other
@@ -93,10 +95,10 @@ def parity(base: list[list[tuple[int, float]]], cand: list[list[tuple[int, float
         return None
     ma, mb = statistics.fmean(xa), statistics.fmean(xb)
     se = (statistics.variance(xa) / len(xa) + statistics.variance(xb) / len(xb)) ** 0.5
-    # unchanged training's own spread: reference runs that differ only by safe changes (or by nothing) differ this
-    # much among themselves, so a candidate within it shows no change either (points of one run are not independent)
+    # unchanged training's own spread: reference runs that differ only by safe changes learn this much worse than
+    # their mean, so a candidate no worse than the worst of them shows no change either
     means = [statistics.fmean(w) for w in window if w]
-    spread = (max(means) - min(means)) / ma if len(means) >= 2 and ma else 0.0
+    spread = (max(means) - ma) / ma if len(means) >= 2 and ma else 0.0
     band = max(2 * se / ma if ma else 0.0, floor, spread)
     rel = (mb - ma) / ma if ma else 0.0
     steps = [min(sum(1 for x, _ in r if x <= n) for r in side) for side in (base, cand)]

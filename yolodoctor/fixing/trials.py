@@ -292,8 +292,9 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
         elif any(r.window_valid is False for r in rs):
             why, keep, rejected = "window too short to conclude", False, True
         elif par is not None and not par["within"]:  # faster or not: no repeat can make it learn as before
-            why, keep, rejected = (f"{gain:+.1%}, but it changes training and its loss is {par['rel']:+.1%} against "
-                                   f"unchanged training's after {par['images']} images ({_steps(par)}; band "
+            over = "" if c.against == "baseline" else f" over {c.against}"
+            why, keep, rejected = (f"{gain:+.1%}{over}, but it changes training and its loss is {par['rel']:+.1%} "
+                                   f"against unchanged training's after {par['images']} images ({_steps(par)}; band "
                                    f"{par['band']:.1%})"), False, True
         elif gain > limit and c.against != "baseline" and base_med and med / base_med - 1 <= base_limit:
             why, keep = (f"{gain:+.1%} over {c.against}, but only {med / base_med - 1:+.1%} over the baseline "
@@ -355,9 +356,15 @@ def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], ve
     ref_vals = _ok(by[ref.name]) if ref else []
     if not ref_vals:
         return None
-    # a change whose own candidate (the one that tries it: its last change) was rejected - a failed or mismatched
-    # trial, no window, a failed loss parity - does not come in with a faster whole
-    rejected = [c.changes[-1] for c, v in zip(cands[1:], verdicts[1:]) if v.rejected and c.name != "plan"]
+    # a change whose own candidate was rejected - a failed or mismatched trial, no window (the change it tries, its
+    # last), a failed loss parity (the changes that change training, not the safe ones beside them) - does not come
+    # in with a faster whole
+    def blamed(c: Candidate) -> list[Change]:
+        clean = all(r.status == "complete" and not r.mismatch and r.window_valid is not False for r in by[c.name])
+        alters = [x for x in c.changes if x.changes_training]
+        return alters if clean and alters else [c.changes[-1]]
+
+    rejected = [x for c, v in zip(cands[1:], verdicts[1:]) if v.rejected and c.name != "plan" for x in blamed(c)]
     ref_med, best, best_med = statistics.median(ref_vals), None, 0.0
     for c, v in zip(cands[1:], verdicts[1:]):
         if not v.kept or c is ref or not all(any(x is y for y in c.changes) for x in kept):
