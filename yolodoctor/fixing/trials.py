@@ -253,7 +253,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
     # loss parity's reference: training as it was, the baseline and every candidate whose changes keep it (a safe
     # change must not move the loss beyond noise, DESIGN.md section 3). The baseline's trial is the shortest (its
     # batch is the smallest): on the H200 1920 images from scratch, 15 optimizer steps at batch 128, where the fp16
-    # GradScaler's skipped first steps decided the comparison; the safe trials reach 6-8x further (BENCHMARKS.md)
+    # GradScaler's skipped first steps decided the comparison; the safe trials reached 6x further (BENCHMARKS.md)
     unchanged = [r.loss_curve or [] for c in cands if not any(x.changes_training for x in c.changes)
                  for r in by[c.name] if r.status == "complete" and not r.mismatch]
     verdicts, kept = [], []
