@@ -56,6 +56,8 @@ def test_bounded_profile_writes_a_rereadable_record(dataset, tmp_path):
     steps = [e for e in read_events(out / "events.jsonl") if e["type"] == "step"]
     assert [s["step"] for s in steps] == [0, 1, 2, 3]
     assert all(s["compute"] > 0 and s["images"] == 4 and s["loss"] is not None for s in steps)
+    end = next(e for e in read_events(out / "events.jsonl") if e["type"] == "train_end")
+    assert "grad_scale" in end and end["grad_scale"] is None  # no AMP on a CPU: no GradScaler to read
     samples = [e for e in read_events(out / "samples.jsonl") if e["type"] == "sample"]
     assert samples and samples[0]["gpu"] is None
     # --out never overwrites
