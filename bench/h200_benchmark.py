@@ -92,8 +92,8 @@ again on lease 78286506 with them; each applied batch 64 + workers 14), the GPU 
 defaults run did not fit: its applied / defaults is across machines, its trials' ratios within one; a machine is
 another lease each session, so a one-machine whole-run ratio needs the part again, `bash bench/h200_benchmark.sh
 fix-unsafe --redo fix-unsafe/fix`, ~25 min). A fix part's defaults run comes after the fix, so that a session's
-device time running out cuts the short run, not the trials. Left, ~2 sessions of ~25 usable minutes: fix-unsafe on one machine (with
-the parity against unchanged training), fix-safe again under the pooled-noise and measured-together rules (`bash
+device time running out cuts the short run, not the trials. Left, ~2 sessions of ~25 usable minutes: fix-unsafe on
+one machine (with the parity against unchanged training), fix-safe again under the pooled-noise and measured-together rules (`bash
 bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`, ~20 min), the rest of the sweep with its plan points and the
 grid's best again on the plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/BEST`), compile, the
 worker-contention test (`bash bench/h200_benchmark.sh workers`, ~5 min) and the GPU tests (the recorder's grad_scale).
