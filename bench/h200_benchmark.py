@@ -87,16 +87,17 @@ bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm
 About 80 GPU minutes in all. Done 2026-12-03: dataset, loader, spread (b64-w16 twice: leases 4f4f4347 and 276019de,
 the second with the host probe and --py-spy 8; b64-w16-ro: lease 78286506), sweep 12 of 14 points, defaults and
 fix-safe (lease dd6bc160 with the trial rules before the GPU-side-on-top-of-workers and --max-reps changes, then
-again on lease 78286506 with them; each applied batch 64 + workers 14), the GPU tests, and fix-unsafe with --max-reps 2
-(lease f32ae53c: 21.4 min for the fix; three refused machine starts had cost 4.5 device minutes, so its own
+again on lease 78286506 with them; each applied batch 64 + workers 14), the GPU tests, and fix-unsafe with --max-reps
+2 (lease f32ae53c: 21.4 min for the fix; three refused machine starts had cost 4.5 device minutes, so its own
 defaults run did not fit: its applied / defaults is across machines, its trials' ratios within one; a machine is
 another lease each session, so a one-machine whole-run ratio needs the part again, `bash bench/h200_benchmark.sh
 fix-unsafe --redo fix-unsafe/fix`, ~25 min). A fix part's defaults run comes after the fix, so that a session's
 device time running out cuts the short run, not the trials. Left, ~2 sessions of ~25 usable minutes: fix-unsafe on
-one machine (with the parity against unchanged training), fix-safe again under the pooled-noise and measured-together rules (`bash
-bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`, ~20 min), the rest of the sweep with its plan points and the
-grid's best again on the plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/BEST`), compile, the
-worker-contention test (`bash bench/h200_benchmark.sh workers`, ~5 min) and the GPU tests (the recorder's grad_scale).
+one machine (with the parity against unchanged training), fix-safe again under the pooled-noise and measured-together
+rules (`bash bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`, ~20 min), the rest of the sweep with its plan
+points and the grid's best again on the plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/BEST`),
+compile, the worker-contention test (`bash bench/h200_benchmark.sh workers`, ~5 min) and the GPU tests (the
+recorder's grad_scale).
 Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
 the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
 bench/results/h200-benchmark/ (commit it), and `python bench/report_h200.py` shows where things stand.
