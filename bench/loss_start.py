@@ -28,15 +28,10 @@ from yolodoctor.fixing.parity import opt_points  # noqa: E402
 from yolodoctor.profiling.events import read_events  # noqa: E402
 from yolodoctor.profiling.summary import settings_of, steps_of  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from window_noise import runs_under  # noqa: E402
+
 IMAGES = (256, 512, 1024, 1536, 1920)
-
-
-def run_dirs(paths: list[Path]) -> list[Path]:
-    found = set()
-    for p in paths:
-        for f in [*p.rglob("events.jsonl"), *p.rglob("events.jsonl.gz")] if p.is_dir() else []:
-            found.add(f.parent)
-    return sorted(found)
 
 
 def analyse(run: Path, images=IMAGES, drop: float = 0.02) -> dict:
@@ -65,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--images", nargs="+", type=int, default=list(IMAGES))
     ap.add_argument("--drop", type=float, default=0.02, help="the fall that counts, relative to the first step's loss")
     a = ap.parse_args(argv)
-    runs = run_dirs(a.paths)
+    runs = runs_under(a.paths)
     if not runs:
         print("no run directory (events.jsonl) under " + " ".join(map(str, a.paths)), file=sys.stderr)
         return 2

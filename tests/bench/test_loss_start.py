@@ -30,7 +30,7 @@ def test_first_fall_and_loss_at_images(tmp_path):
     write(tmp_path / "flat", [10.0, 10.0, 10.1, 9.9, 9.7, 9.0], scale=2.0 ** 12)
     write(tmp_path / "sub" / "falls", [10.0, 9.5, 9.0, 8.0], precision="bf16", gz=True)
     write(tmp_path / "acc", [10.0, 10.0, 9.0, 9.0], batch=16, accumulate=2)
-    assert [r.name for r in ls.run_dirs([tmp_path])] == ["acc", "flat", "falls"]
+    assert [r.name for r in ls.runs_under([tmp_path])] == ["acc", "flat", "falls"]
     flat = ls.analyse(tmp_path / "flat", images=(64, 200, 384, 1000))
     assert flat["steps_before_fall"] == 4 and flat["fall_images"] == 320 and flat["grad_scaler"] is True
     assert flat["loss_at"] == {64: 10.0, 200: 10.1, 384: 9.0, 1000: None}  # 384 images is as far as it ran
