@@ -73,7 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "fixtures" / "trials")
     ap.add_argument("--source", default="", help="how the trials were recorded (the command, the rules' commit)")
     a = ap.parse_args(argv)
-    print(build(a.part, a.logs, a.results, a.out, a.source))
+    try:
+        print(build(a.part, a.logs, a.results, a.out, a.source))
+    except SystemExit as e:  # a trial without events in the logs: said in one line, exit 2
+        print(e.code, file=sys.stderr)
+        return 2
+    except (OSError, KeyError, json.JSONDecodeError) as e:
+        print(f"cannot read the {a.part} record in {a.results}: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -50,3 +50,9 @@ def test_build_writes_the_trials_with_their_steady_steps_and_gzipped_events(tmp_
     (logs / "events.jsonl").unlink()
     with pytest.raises(SystemExit, match="baseline-1"):
         tf.build("fix-unsafe", tmp_path / "logs", res, out, "")
+
+
+def test_main_says_what_it_cannot_read_in_one_line_and_exits_2(tmp_path, capsys):
+    assert tf.main(["fix-unsafe", str(tmp_path), "--results", str(tmp_path / "none"), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot read the fix-unsafe record" in err
