@@ -10,6 +10,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import loss_start as ls  # noqa: E402
 
 EVENTS = ROOT / "fixtures" / "trials" / "h200-fix-unsafe-f32ae53c-events"
+SAFE_EVENTS = ROOT / "fixtures" / "trials" / "h200-fix-safe-5d8a742d-events"
 
 
 def write(run: Path, losses, batch=64, accumulate=1, precision="fp16", gz=False, scale=None):
@@ -56,3 +57,14 @@ def test_the_h200_unsafe_trials_fp16_starts_flat_where_bf16_falls_at_once(capsys
     out = capsys.readouterr().out
     assert "batch_128-1" in out and "10 (1408)" in out and len(out.splitlines()) == 19
     assert ls.main([str(ROOT / "rules")]) == 2
+
+
+def test_the_h200_safe_trials_record_how_many_optimizer_steps_the_grad_scaler_skipped():
+    # lease 5d8a742d, the first trials with the recorder's train_end grad_scale: every fp16 run ended at a scale of
+    # 2**9 or 2**10 - the GradScaler skipped 6 or 7 optimizer steps (none grows it before 2000 clean ones)
+    rows = [ls.analyse(r) for r in ls.runs_under([SAFE_EVENTS])]
+    assert len(rows) == 12 and all(r["precision"] == "fp16" and r["grad_scaler"] for r in rows)
+    assert {r["grad_scale"] for r in rows} <= {2.0 ** 9, 2.0 ** 10} and {r["skipped"] for r in rows} == {6, 7}
+    base = next(r for r in rows if r["run"] == "baseline-1")
+    assert (base["batch"], base["accumulate"], base["steps_before_fall"]) == (16, 4, 4)
+    assert all(r["steps_before_fall"] == 7 for r in rows if r["batch"] == 64)

@@ -382,6 +382,32 @@ def test_the_h200_unsafe_trials_judge_loss_parity_over_the_safe_trials_images_no
                                                             "batch=64+workers=14", "batch=64"]
 
 
+def test_the_h200_safe_trials_under_todays_rules_apply_the_whole_plan_measured_together():
+    # fix-safe on the H200 (lease 5d8a742d, 2026-12-04, the rules as of b6c2361): compile (+12.9%) and
+    # deterministic=False (+0.3%) stayed inside the noise on top of batch 64 + workers 14, but the whole plan beat
+    # that set by +29.8% - applied whole, with no extra repeats (12 trials); its applied run was 3.56x the defaults
+    from yolodoctor.fixing.trials import _loss_curve
+
+    h, plan, _ = _recorded("h200-fix-safe-5d8a742d.json")
+    events = ROOT / "fixtures/trials/h200-fix-safe-5d8a742d-events"
+    rs = [TrialRun.from_dict({**r, "loss_curve": _loss_curve(events / r["run_dir"])}) for r in h["trials"]["runs"]]
+    assert len(rs) == 12 and all(r.loss_curve for r in rs)
+    cands = candidates(plan)
+    assert [c.name for c in cands] == [v["candidate"] for v in h["trials"]["verdicts"]]
+    verdicts, spread, kept, noise = judge(rs, cands)
+    v = {x.candidate: x for x in verdicts}
+    recorded = {r["candidate"]: r for r in h["trials"]["verdicts"]}
+    assert {n: (x.kept, x.why) for n, x in v.items()} == {n: (r["kept"], r["why"]) for n, r in recorded.items()}
+    assert spread == pytest.approx(0.116, abs=0.001) and noise.df == 6
+    assert not v["batch=64+workers=14+compile=reduce-overhead"].kept and not v["batch=64+workers=14"].inconclusive
+    assert v["plan"].why.endswith("applied whole: +29.8% over batch=64+workers=14 beats the noise threshold 18.9%")
+    assert {c.key: c.after for c in kept} == h["kept"] == h["applied"] == {
+        "batch": 64, "workers": 14, "compile": "reduce-overhead", "deterministic": False}
+    assert undecided(verdicts, cands) == []  # the whole plan settles what it holds
+    # safe changes are not judged on loss (they are the reference); none of these trials carries a parity verdict
+    assert all(x.parity is None for x in verdicts)
+
+
 def test_the_whole_plan_is_applied_when_no_change_is_kept_alone_but_together_they_beat_the_baseline():
     cands = candidates(plan_of(("cache", "ram"), ("deterministic", False)))
     rs = (runs("baseline", [100, 101, 99, 102]) + runs("cache=ram", [103, 104, 101, 103])
