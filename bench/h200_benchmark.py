@@ -69,11 +69,11 @@ GPU minutes at full scale, estimated from BENCHMARKS.md (defaults ~190-240 img/s
 bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm compile):
   bash bench/h200_benchmark.sh dataset      #  ~1.5 min: 22,000 JPEGs on 16 cores (any part makes it first if missing)
   bash bench/h200_benchmark.sh defaults     #  ~2.5 min: one epoch of 20,000 images at ~200 img/s, validation, setup
-  bash bench/h200_benchmark.sh fix-safe     # ~17-20 min, 3 commands (17 measured on lease 78286506: its defaults
-                                            #   run 2.4, then profile, 18 trials of ~31 s eager and ~40 s compiled,
-                                            #   +100 s for each compiled candidate's first (cold) trial, the applied
-                                            #   epoch; extra repeats where noise leaves a change undecided:
-                                            #   --max-reps 4)
+  bash bench/h200_benchmark.sh fix-safe     # ~15-20 min, 2-3 commands (lease 5d8a742d: the fix 14.7 min, 12 trials
+                                            #   of ~33 s eager and ~45 s compiled, +110 s for each compiled
+                                            #   candidate's first (cold) trial, the applied epoch; then its defaults
+                                            #   run 2.1; extra repeats where noise leaves a change undecided, up to
+                                            #   --max-reps 4: none there, the whole plan settled them)
   bash bench/h200_benchmark.sh fix-unsafe   # ~25 min, 3 commands: 18 trials (baseline, batch 128 alone and with the
                                             #   workers, the batch-64 fallback alone and with them, compile,
                                             #   deterministic and bf16 on batch 64 + workers, plan) plus extra repeats
@@ -89,15 +89,14 @@ the second with the host probe and --py-spy 8; b64-w16-ro: lease 78286506), swee
 fix-safe (lease dd6bc160 with the trial rules before the GPU-side-on-top-of-workers and --max-reps changes, then
 again on lease 78286506 with them; each applied batch 64 + workers 14), the GPU tests, and fix-unsafe with --max-reps
 2 (lease f32ae53c: 21.4 min for the fix; three refused machine starts had cost 4.5 device minutes, so its own
-defaults run did not fit: its applied / defaults is across machines, its trials' ratios within one; a machine is
-another lease each session, so a one-machine whole-run ratio needs the part again, `bash bench/h200_benchmark.sh
-fix-unsafe --redo fix-unsafe/fix`, ~25 min). A fix part's defaults run comes after the fix, so that a session's
-device time running out cuts the short run, not the trials. Left, ~2 sessions of ~25 usable minutes: fix-unsafe on
-one machine (with the parity against unchanged training), fix-safe again under the pooled-noise and measured-together
-rules (`bash bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`, ~20 min), the rest of the sweep with its plan
-points and the grid's best again on the plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/BEST`),
-compile, the worker-contention test (`bash bench/h200_benchmark.sh workers`, ~5 min) and the GPU tests (the
-recorder's grad_scale).
+defaults run did not fit: its applied / defaults is across machines, its trials' ratios within one). Done 2026-12-04
+(lease 5d8a742d, 25.6 device minutes): fix-safe under the pooled-noise and measured-together rules with its defaults
+run (`bash bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`, 3 commands), workers, the GPU tests (the
+recorder's grad_scale). A fix part's defaults run comes after the fix, so that a session's device time running out
+cuts the short run, not the trials. Left, ~2 sessions of ~25 usable minutes: fix-unsafe on one machine, with the
+parity against unchanged training (`bash bench/h200_benchmark.sh fix-unsafe --redo fix-unsafe/fix`, ~25 min; a
+machine is another lease each session), the rest of the sweep with its plan points and the grid's best again on the
+plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/b128-w16-ro-bf16`, ~12 min), compile (~6 min).
 Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
 the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
 bench/results/h200-benchmark/ (commit it), and `python bench/report_h200.py` shows where things stand.
