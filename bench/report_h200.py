@@ -356,11 +356,8 @@ def missing(res: dict) -> list[str]:
             out.append(f"{part}: {', '.join(gone)} (`bash bench/h200_benchmark.sh {part}`)")
     for part in ("fix-safe", "fix-unsafe"):  # applied / defaults is a ratio within one machine only with these
         fix = units(res, part).get("fix")
-        lease = ((fix or {}).get("machine") or {}).get("lease")
-        here = [d for d in (units(res, "defaults").get("defaults"), units(res, part).get("defaults"))
-                if d and ok(d) and (d.get("machine") or {}).get("lease") == lease]
-        if fix and lease and not here:
-            out.append(f"{part}: a defaults whole run on the fix's machine (lease {lease}): applied / defaults "
+        if fix and lease(fix) and lease(defaults_for(res, fix)) != lease(fix):
+            out.append(f"{part}: a defaults whole run on the fix's machine (lease {lease(fix)}): applied / defaults "
                        f"compares two machines until the part runs again on one (`bash bench/h200_benchmark.sh {part} "
                        f"--redo {part}/fix`)")
     return out
