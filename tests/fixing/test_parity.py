@@ -83,11 +83,37 @@ def test_a_faster_change_that_changes_training_is_kept_only_with_loss_parity():
     assert v2["batch=64"].kept and v2["batch=64"].parity is None
 
 
+def test_a_safe_change_that_moves_the_loss_is_rejected_and_left_out_of_the_reference():
+    bf16 = Change("args", "amp", True, "bf16", "PR202 t", "unsafe", changes_training=True)
+    cache = Change("args", "cache", False, "ram", "IO201 t")
+    cands = candidates(Plan(changes=[cache, bf16]))
+    base = runs("baseline", [400, 404], curve(2.0, n=40)[:20])
+    bf = runs("amp=bf16", [480, 482], curve(2.0, n=40))
+    # cache='ram' 5% faster per repeat and learning as the baseline does: kept, its loss checked and within
+    same = {x.candidate: x for x in judge(base + runs("cache=ram", [500, 505], curve(2.0, n=40)) + bf, cands)[0]}
+    assert same["cache=ram"].kept and same["cache=ram"].parity["within"] and same["cache=ram"].parity["rel"] == 0.0
+    assert "loss" not in same["cache=ram"].why  # a safe change's verdict speaks of its speed
+    assert same["amp=bf16"].kept and same["amp=bf16"].parity["images"] == 40 * 64  # the safe trial's reach
+    # the same speed but 10% worse over the baseline's images: a bug, not a safe change - rejected however fast, and
+    # the changes that do change training fall back to the baseline's images
+    worse = [(x, y * 1.1) for x, y in curve(2.0, n=40)]
+    v = {x.candidate: x for x in judge(base + runs("cache=ram", [500, 505], worse) + bf, cands)[0]}
+    assert v["cache=ram"].rejected and not v["cache=ram"].kept and not v["cache=ram"].inconclusive
+    assert v["cache=ram"].parity["images"] == 20 * 64 and v["cache=ram"].parity["rel"] == pytest.approx(0.1, abs=1e-3)
+    assert v["cache=ram"].why.startswith("+25.0%, but its loss is +10.0% against the baseline's after 1280 images")
+    assert v["cache=ram"].why.endswith(": a change meant to keep training changed it")
+    assert v["amp=bf16"].parity["images"] == 20 * 64
+    # and it does not come in with a faster whole plan
+    plan = runs("plan", [560, 566], curve(2.0, n=40))
+    verdicts, _, kept, _ = judge(base + runs("cache=ram", [500, 505], worse) + bf + plan, cands)
+    assert all(x.key != "cache" for x in kept)
+
+
 def test_the_judge_takes_the_safe_candidates_runs_into_the_reference_but_not_unclean_ones():
     bf16 = Change("args", "amp", True, "bf16", "PR202 t", "unsafe", changes_training=True)
     cache = Change("args", "cache", False, "ram", "IO201 t")
     cands = candidates(Plan(changes=[cache, bf16]))
-    base = runs("baseline", [400, 404], curve(2.0, n=20))  # the short trial
+    base = runs("baseline", [400, 404], curve(2.0, n=40)[:20])  # the short trial: the start of the same training
     bf = runs("amp=bf16", [480, 482], curve(2.3, n=40))
 
     def verdict(safe):

@@ -3,9 +3,9 @@
 A trial of such a change is kept only when, besides being faster, its loss is not worse than unchanged training's
 after the same number of training images: a user's run is a number of epochs, so a change that halves the optimizer
 steps (a batch twice nbs) must show that it learns as much from the same images. Unchanged training is the baseline
-and every trial of safe changes (which must not move the loss beyond noise): the baseline's trial, at the smallest
-batch, is the shortest, and on the H200 its 1920 images from scratch (15 optimizer steps at batch 128) were decided
-by the fp16 GradScaler's skipped first steps, which flattered bf16 (-11.5%) and sank fp16 batch 128 (+19.5%); over
+and every trial of safe changes (each first held to the baseline's own curve, trials.judge: a safe change must not
+move the loss beyond noise): the baseline's trial, at the smallest batch, is the shortest, and on the H200 its 1920
+images from scratch (15 optimizer steps at batch 128) were decided by the fp16 GradScaler's skipped first steps, which flattered bf16 (-11.5%) and sank fp16 batch 128 (+19.5%); over
 the 12,352 images the safe trials reached, bf16 was +3.9% and batch 128 +34% (BENCHMARKS.md, issue-6 notes). Each
 optimizer step gives one point (images seen so far, mean per-image loss of its micro-batches; Ultralytics' loss is
 summed over the batch and the optimizer steps every ``accumulate`` batches). Over the last fifth of the images

@@ -95,7 +95,7 @@ class Verdict:
     gain: float | None  # ratio to the baseline median, minus 1
     kept: bool
     why: str
-    parity: dict[str, Any] | None = None  # loss against the baseline, for candidates that change training
+    parity: dict[str, Any] | None = None  # loss: unsafe against unchanged training, safe against the baseline
     inconclusive: bool = False  # held back by noise alone: more repeats could decide it
     versus: str | None = None  # what it was undecided against, where that is not its reference
     rejected: bool = False  # its trials failed, ran something else, could not be timed or failed loss parity
@@ -254,8 +254,13 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
     # change must not move the loss beyond noise, DESIGN.md section 3). The baseline's trial is the shortest (its
     # batch is the smallest): on the H200 1920 images from scratch, 15 optimizer steps at batch 128, where the fp16
     # GradScaler's skipped first steps decided the comparison; the safe trials reached 6x further (BENCHMARKS.md)
-    unchanged = [r.loss_curve or [] for c in cands if not any(x.changes_training for x in c.changes)
-                 for r in by[c.name] if r.status == "complete" and not r.mismatch]
+    # Each safe candidate is held to the baseline's own curve first (over the baseline's images): one whose loss is
+    # worse beyond the noise changed training after all, is rejected, and does not join the reference
+    safe_par = {c.name: parity(_curves(by["baseline"]), _curves(by[c.name])) for c in cands[1:]
+                if not any(x.changes_training for x in c.changes)}
+    moved = {n for n, p in safe_par.items() if p is not None and not p["within"]}
+    unchanged = [curve for c in cands if not any(x.changes_training for x in c.changes) and c.name not in moved
+                 for curve in _curves(by[c.name])]
     verdicts, kept = [], []
     for c in cands:
         rs = by[c.name]
@@ -276,9 +281,8 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
                         f"what ran is not what was asked: {r.mismatch[0]}" for r in ref_rs
                         if r.status != "complete" or r.mismatch), None)
         alters = any(x.changes_training for x in c.changes)  # an unsafe change: faster is not enough (DESIGN.md 3)
-        par = None
-        if alters:
-            par = parity(unchanged, [r.loss_curve or [] for r in rs if r.status == "complete"])
+        par = parity(unchanged, [r.loss_curve or [] for r in rs if r.status == "complete"]) if alters else \
+            safe_par.get(c.name)
         need = _need(ok, ref_vals)
         held, versus, rejected = False, None, False
         if failed:
@@ -293,9 +297,12 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             why, keep, rejected = "window too short to conclude", False, True
         elif par is not None and not par["within"]:  # faster or not: no repeat can make it learn as before
             over = "" if c.against == "baseline" else f" over {c.against}"
-            why, keep, rejected = (f"{gain:+.1%}{over}, but it changes training and its loss is {par['rel']:+.1%} "
-                                   f"against unchanged training's after {par['images']} images ({_steps(par)}; band "
+            what = ("it changes training and its loss is {:+.1%} against unchanged training's" if alters else
+                    "its loss is {:+.1%} against the baseline's").format(par["rel"])
+            why, keep, rejected = (f"{gain:+.1%}{over}, but {what} after {par['images']} images ({_steps(par)}; band "
                                    f"{par['band']:.1%})"), False, True
+            if not alters:
+                why += ": a change meant to keep training changed it"
         elif gain > limit and c.against != "baseline" and base_med and med / base_med - 1 <= base_limit:
             why, keep = (f"{gain:+.1%} over {c.against}, but only {med / base_med - 1:+.1%} over the baseline "
                          f"(threshold {base_limit:.1%})"), False
@@ -312,7 +319,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
         elif gain > limit:
             over = "" if c.against == "baseline" else f" over {c.against}"
             why, keep = f"{gain:+.1%}{over} beats the noise threshold {limit:.1%}", True
-            if par is not None:
+            if par is not None and alters:
                 why += (f"; loss {par['rel']:+.1%} against unchanged training's after {par['images']} images "
                         f"({_steps(par)}), within {par['band']:.1%}")
         else:
@@ -339,6 +346,11 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
         if v.inconclusive and all(any(x is y for y in whole.changes) for x in c.changes):
             v.inconclusive = False
     return verdicts, spread, list(whole.changes), noise
+
+
+def _curves(rs: list[TrialRun]) -> list[list[tuple[int, float]]]:
+    """The loss curves of the repeats that ran what was asked to the end."""
+    return [r.loss_curve or [] for r in rs if r.status == "complete" and not r.mismatch]
 
 
 def _need(ok: list[float], ref: list[float]) -> float:
