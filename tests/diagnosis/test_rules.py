@@ -129,3 +129,32 @@ def test_live_facts_over_a_rolling_window_of_a_recorded_run(tmp_path):
     assert not live.update(f)[0]  # once is not enough
     appeared, _ = live.update(f)
     assert "DL201" in [x.id for x in appeared]
+
+
+def _applied_h200_facts(part: str) -> dict:
+    """The facts the H200 benchmark recorded of fix --apply's relaunched run (bench/results; issue 6)."""
+    import json
+
+    rec = json.loads((ROOT / "bench/results/h200-benchmark" / f"{part}.json").read_text())["units"]["fix"]
+    run = rec["applied_run"]
+    f = {**run["facts"], "run.device": "cuda", "run.images_per_s": run["steady_ips"],
+         "settings.workers": float(run["settings"]["workers"])}
+    f["loader.headroom"] = f["loader.capacity_images_per_s"] / f["run.images_per_s"]
+    return f
+
+
+@pytest.mark.parametrize("part,ips,cap", [("fix-safe", 964, 1008), ("fix-unsafe", 817, 898)])
+def test_the_loader_at_capacity_names_the_cpu_after_the_gpu_side_is_fixed(part, ips, cap):
+    # the applied runs on the H200 (leases 5d8a742d and f32ae53c): no data wait, NVML about half busy, every core
+    # busy, a loader that alone made 4-10% more than the training took; the rules of the time named only bf16
+    # (PR202) and cuDNN or determinism flags, GPU-side changes that cannot outrun the loader
+    facts = _applied_h200_facts(part)
+    by = {f.id: f for f in evaluate(load_rules(), facts)[0]}
+    dl = by["DL206"]
+    assert f"takes {ips} images/s and its loader alone makes {cap} with 14 workers" in dl.message
+    assert "The host CPU is the limit, not the GPU" in dl.message and dl.fix.args == {} and dl.fix.safety == "safe"
+    assert "DL205" not in by and "DL202" not in by and "LA201" not in by  # 14 of 16 cores, no wait, no headroom
+    # the same run with a loader 30% faster than the training, or the GPU near full, or idle cores: not this
+    for change in ({"loader.headroom": 1.3}, {"gpu.util_mean": 85.0}, {"cpu.saturated_share": 0.2},
+                   {"run.data_wait_share": 0.3}):
+        assert "DL206" not in {f.id for f in evaluate(load_rules(), {**facts, **change})[0]}
