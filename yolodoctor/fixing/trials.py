@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from yolodoctor.fixing.parity import opt_points, parity
+from yolodoctor.fixing.parity import SAFE_FLOOR, opt_points, parity
 from yolodoctor.fixing.planner import (LOADER_REASON, LOADER_SIDE, Change, ChangeSet, Plan, accumulate,
                                        requirements)
 from yolodoctor.profiling import hostprobe
@@ -255,8 +255,9 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
     # batch is the smallest): on the H200 1920 images from scratch, 15 optimizer steps at batch 128, where the fp16
     # GradScaler's skipped first steps decided the comparison; the safe trials reached 6x further (BENCHMARKS.md)
     # Each safe candidate is held to the baseline's own curve first (over the baseline's images): one whose loss is
-    # worse beyond the noise changed training after all, is rejected, and does not join the reference
-    safe_par = {c.name: parity(_curves(by["baseline"]), _curves(by[c.name])) for c in cands[1:]
+    # clearly worse changed training after all, is rejected, and is neither a reference for the loss nor for the
+    # candidates stacked on it
+    safe_par = {c.name: parity(_curves(by["baseline"]), _curves(by[c.name]), floor=SAFE_FLOOR) for c in cands[1:]
                 if not any(x.changes_training for x in c.changes)}
     moved = {n for n, p in safe_par.items() if p is not None and not p["within"]}
     unchanged = [curve for c in cands if not any(x.changes_training for x in c.changes) and c.name not in moved
@@ -291,6 +292,8 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             why, keep, rejected = f"what ran is not what was asked: {mism[0]}", False, True
         elif ref_bad:  # what it is measured over (and would bring in) did not run cleanly
             why, keep = f"its reference {c.against} did not run cleanly ({ref_bad})", False
+        elif c.against in moved:  # ... or moved the loss: keeping this would bring that change in
+            why, keep = f"its reference {c.against} was rejected: its loss moved against the baseline's", False
         elif gain is None:
             why, keep = "no throughput measured", False
         elif any(r.window_valid is False for r in rs):
