@@ -6,11 +6,12 @@ steps (a batch twice nbs) must show that it learns as much from the same images.
 and every trial of safe changes (each first held to the baseline's own curve, trials.judge: a safe change must not
 move the loss beyond noise): the baseline's trial, at the smallest batch, is the shortest, and on the H200 its 1920
 images from scratch (15 optimizer steps at batch 128) were decided by the fp16 GradScaler's skipped first steps,
-which flattered bf16 (-11.5%) and sank fp16 batch 128 (+19.5%); over the 12,352 images the safe trials reached, bf16 was +3.9% and batch 128 +34% (BENCHMARKS.md, issue-6 notes). Each
-optimizer step gives one point (images seen so far, mean per-image loss of its micro-batches; Ultralytics' loss is
-summed over the batch and the optimizer steps every ``accumulate`` batches). Over the last fifth of the images
-compared, the points of all runs are pooled per side and their means compared; the band is two standard errors of
-the difference or the reference runs' own spread, never below FLOOR. A lower loss passes: parity means "not worse",
+which flattered bf16 (-11.5%) and sank fp16 batch 128 (+19.5%); over the 12,352 images the safe trials reached,
+bf16 was +3.9% and batch 128 +34% (BENCHMARKS.md, issue-6 notes). Each optimizer step gives one point (images seen
+so far, mean per-image loss of its micro-batches; Ultralytics' loss is summed over the batch and the optimizer steps
+every ``accumulate`` batches). Over the last fifth of the images compared, the points of all runs are pooled per
+side and their means compared; the band is two standard errors of the difference or the reference runs' own
+spread, never below FLOOR (SAFE_FLOOR where trials.judge holds a safe change to the baseline). A lower loss passes: parity means "not worse",
 which is what giving up bit-identical training needs. Points also make the comparison immune to the warm-up, when
 Ultralytics ramps ``accumulate`` up from 1.
 
