@@ -111,7 +111,8 @@ def test_a_safe_change_that_moves_the_loss_is_rejected_and_left_out_of_the_refer
     det = Change("args", "deterministic", True, False, "CF201 t")
     cands2 = [Candidate("baseline", []), Candidate("cache=ram", [cache]),
               Candidate("cache=ram+deterministic=False", [cache, det], against="cache=ram")]
-    rs = base + runs("cache=ram", [500, 505], worse) + runs("cache=ram+deterministic=False", [600, 606], curve(2.0, n=40))
+    rs = (base + runs("cache=ram", [500, 505], worse)
+          + runs("cache=ram+deterministic=False", [600, 606], curve(2.0, n=40)))
     v2, _, kept2, _ = judge(rs, cands2)
     assert kept2 == [] and not v2[2].kept
     assert v2[2].why == "its reference cache=ram was rejected: its loss moved against the baseline's"

@@ -11,9 +11,9 @@ bf16 was +3.9% and batch 128 +34% (BENCHMARKS.md, issue-6 notes). Each optimizer
 so far, mean per-image loss of its micro-batches; Ultralytics' loss is summed over the batch and the optimizer steps
 every ``accumulate`` batches). Over the last fifth of the images compared, the points of all runs are pooled per
 side and their means compared; the band is two standard errors of the difference or the reference runs' own
-spread, never below FLOOR (SAFE_FLOOR where trials.judge holds a safe change to the baseline). A lower loss passes: parity means "not worse",
-which is what giving up bit-identical training needs. Points also make the comparison immune to the warm-up, when
-Ultralytics ramps ``accumulate`` up from 1.
+spread, never below FLOOR (SAFE_FLOOR where trials.judge holds a safe change to the baseline). A lower loss
+passes: parity means "not worse", which is what giving up bit-identical training needs. Points also make the
+comparison immune to the warm-up, when Ultralytics ramps ``accumulate`` up from 1.
 
 The H200 benchmark compares the applied plan with the defaults at the same number of optimizer steps, as its issue
 asks (``opt_curve`` and ``loss_gap``); safe changes keep the images per optimizer step, so there both axes agree.
