@@ -558,8 +558,9 @@ def body(res: dict) -> str:
     for part, x in f["fix"].items():
         ap = x.get("applied") or {}
         L.append(f"| {part}: applied / defaults, steady img/s | >= {x['goal']}x | {fmt(x.get('ratio'), '.2f')}x"
-                 + (f" ({x['ips'][0]:.1f} -> {x['ips'][1]:.1f})" if x.get("ips") else "") + f" | {_yn(x.get('met'))} "
-                 f"| whole runs, {x.get('ratio_machines', 'not measured')}; applied: {ap.get('applied')}"
+                 + (f" ({x['ips'][0]:.1f} -> {x['ips'][1]:.1f})" if x.get("ips") else "")
+                 + f" | {_yn(x.get('met'), x.get('ratio_machines'))} | whole runs, "
+                 f"{x.get('ratio_machines', 'not measured')}; applied: {ap.get('applied')}"
                  + (f" (rolled back: {ap.get('rollback_reason')})" if ap.get("rolled_back") else "")
                  + (f"; trials ({x['trial_ratio'][0]} vs baseline, bounded): {x['trial_ratio'][1]:.2f}x"
                     if x.get("trial_ratio") else "") + " |")
@@ -567,7 +568,8 @@ def body(res: dict) -> str:
             vb = x.get(key) or {}
             if key == "vs_best" or vb:
                 L.append(f"| {part}: plan / {what}{' (' + vb['best'] + ')' if vb.get('best') else ''} | >= "
-                         f"{GOAL_BEST:.0%} | {fmt(vb.get('ratio'), '.0%')} | {_yn(vb.get('met'))} | "
+                         f"{GOAL_BEST:.0%} | {fmt(vb.get('ratio'), '.0%')} | "
+                         f"{_yn(vb.get('met'), vb.get('machines'))} | "
                          f"{', '.join(w for w in (vb.get('how', 'not measured'), vb.get('machines')) if w)} |")
         p = x.get("planned")
         if p:
@@ -630,8 +632,10 @@ def body(res: dict) -> str:
     return "\n".join(L)
 
 
-def _yn(v: bool | None) -> str:
-    return "-" if v is None else ("yes" if v else "**no**")
+def _yn(v: bool | None, machines: str | None = None) -> str:
+    """A goal's verdict; one drawn from two machines says so (their speeds differ by more than some goals' margin)."""
+    across = " (across machines)" if v is not None and (machines or "").startswith("DIFFERENT") else ""
+    return ("-" if v is None else ("yes" if v else "**no**")) + across
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -291,9 +291,14 @@ def test_figures_flag_another_machine_and_partial_results():
     res = results()
     res["fix-safe"]["units"]["fix"]["machine"] = {"lease": "B"}
     assert "DIFFERENT" in rep.figures(res)["fix"]["fix-safe"]["ratio_machines"]
+    # the goal's verdict itself says it was drawn from two machines
+    row = next(r for r in rep.body(res).splitlines() if r.startswith("| fix-safe: applied / defaults"))
+    assert row.split(" | ")[3] == "yes (across machines)"
     res["fix-safe"]["units"]["defaults"] = whole(190.0, lease="B")  # its own defaults, run on its machine
     f = rep.figures(res)["fix"]["fix-safe"]
     assert f["ratio_machines"] == "one machine" and f["ratio"] == pytest.approx(760 / 190)
+    row = next(r for r in rep.body(res).splitlines() if r.startswith("| fix-safe: applied / defaults"))
+    assert row.split(" | ")[3] == "yes"
     del res["spread"], res["compile"]
     res["sweep"]["units"].pop("plan-safe")
     f = rep.figures(res)
