@@ -250,18 +250,8 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
     base_med = statistics.median(base) if base else None
     spread = (max(base) - min(base)) / base_med if len(base) >= 2 and base_med else None
     noise = Noise.of([_ok(rs) for rs in by.values() if not any(r.mismatch for r in rs)])
-    # loss parity's reference: training as it was, the baseline and every candidate whose changes keep it (a safe
-    # change must not move the loss beyond noise, DESIGN.md section 3). The baseline's trial is the shortest (its
-    # batch is the smallest): on the H200 1920 images from scratch, 15 optimizer steps at batch 128, where the fp16
-    # GradScaler's skipped first steps decided the comparison; the safe trials reached 6x further (BENCHMARKS.md)
-    # Each safe candidate is held to the baseline's own curve first (over the baseline's images): one whose loss is
-    # clearly worse changed training after all, is rejected, and is neither a reference for the loss nor for the
-    # candidates stacked on it
-    safe_par = {c.name: parity(_curves(by["baseline"]), _curves(by[c.name]), floor=SAFE_FLOOR) for c in cands[1:]
-                if not any(x.changes_training for x in c.changes)}
+    safe_par, unchanged = _loss_references(by, cands)
     moved = {n for n, p in safe_par.items() if p is not None and not p["within"]}
-    unchanged = [curve for c in cands if not any(x.changes_training for x in c.changes) and c.name not in moved
-                 for curve in _curves(by[c.name])]
     verdicts, kept = [], []
     for c in cands:
         rs = by[c.name]
@@ -349,6 +339,24 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
         if v.inconclusive and all(any(x is y for y in whole.changes) for x in c.changes):
             v.inconclusive = False
     return verdicts, spread, list(whole.changes), noise
+
+
+def _loss_references(by: dict[str, list[TrialRun]], cands: list[Candidate]
+                     ) -> tuple[dict[str, dict[str, Any] | None], list[list[tuple[int, float]]]]:
+    """Each safe candidate's loss against the baseline's, and unchanged training's loss curves.
+
+    A safe change must not move the loss (DESIGN.md section 3): each safe candidate is held to the baseline's own
+    curve over the baseline's images, with SAFE_FLOOR as the least band; one clearly worse changed training after
+    all, is rejected, and is neither a reference for the loss nor for the candidates stacked on it. The others and
+    the baseline are loss parity's reference for the changes that do change training: the baseline's trial is the
+    shortest (its batch is the smallest; on the H200 1920 images from scratch, 15 optimizer steps at batch 128, where
+    the fp16 GradScaler's skipped first steps decided the comparison) and the safe trials reach further (6x there,
+    BENCHMARKS.md)."""
+    safe = [c for c in cands if not any(x.changes_training for x in c.changes)]
+    safe_par = {c.name: parity(_curves(by["baseline"]), _curves(by[c.name]), floor=SAFE_FLOOR) for c in safe
+                if c.name != "baseline"}
+    moved = {n for n, p in safe_par.items() if p is not None and not p["within"]}
+    return safe_par, [curve for c in safe if c.name not in moved for curve in _curves(by[c.name])]
 
 
 def _curves(rs: list[TrialRun]) -> list[list[tuple[int, float]]]:
