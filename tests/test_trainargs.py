@@ -14,10 +14,17 @@ def test_values_parsed_like_yolo_train():
 @pytest.mark.parametrize("word,needle", [
     ("bach=3", "did you mean batch"), ("batch=abc", "batch"), ("amp=fp8", "amp"), ("x", "KEY=VALUE"),
     ("=3", "KEY=VALUE"), ("lr0=fast", "lr0"), ("epochs=1.5", "epochs"), ("deterministic=maybe", "deterministic"),
+    ("imgsz=abc", "imgsz=abc"), ("imgsz=640.5", "imgsz"),
 ])
 def test_bad_arguments_are_usage_errors(word, needle):
     with pytest.raises(UsageError, match=needle):
         parse_kv([word])
+
+
+def test_imgsz_as_the_trainer_takes_it():
+    # a pair and a size off the stride pass (the trainer rounds it up); parse keeps what the user wrote
+    assert parse_kv(["imgsz=640,480"])["imgsz"] == (640, 480)
+    assert parse_kv(["imgsz=641"])["imgsz"] == 641
 
 
 def test_duplicate_key():

@@ -244,6 +244,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(rc or 0)
     except click.exceptions.Exit as e:  # --help, --version
         sys.exit(e.exit_code)
+    except click.exceptions.NoArgsIsHelpError as e:  # bare `yolodoctor`: the commands, as --help shows them
+        stdout_console().print(e.format_message(), markup=False)
+        sys.exit(2)
     except click.ClickException as e:  # usage errors: one line
         _fail(e.format_message(), 2)
     except click.exceptions.Abort:

@@ -7,6 +7,7 @@ command that takes train arguments runs.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -42,9 +43,25 @@ def parse_kv(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
         out[key] = cfg.smart_value(raw) if raw != "" else None
     try:
         cfg.check_cfg(out)
+        if out.get("imgsz") is not None:
+            _check_imgsz(out["imgsz"])
     except (TypeError, ValueError) as e:
         raise UsageError(str(e).strip()) from None
     return out
+
+
+def _check_imgsz(imgsz: Any) -> None:
+    """Refuse an imgsz the trainer would refuse (check_cfg leaves it to the trainer's check_imgsz: 'abc', 640.5), with
+    that same check, its rounding-to-stride warning silenced (the trainer repeats it)."""
+    from ultralytics.utils import LOGGER
+    from ultralytics.utils.checks import check_imgsz
+
+    level = LOGGER.level
+    LOGGER.setLevel(logging.ERROR)
+    try:
+        check_imgsz(imgsz, stride=32, floor=32, max_dim=1)
+    finally:
+        LOGGER.setLevel(level)
 
 
 def _close_keys(key: str, defaults: dict) -> list[str]:

@@ -34,6 +34,7 @@ def test_import_is_light():
 @pytest.mark.parametrize("args,needle", [
     (["check", "bach=3"], "did you mean batch"),
     (["check", "batch=abc"], "batch"),
+    (["check", "imgsz=abc"], "imgsz=abc"),
     (["check", "data=/nonexistent/data.yaml"], "not found"),
     (["check", "--fail-on", "fatal"], "fail-on"),
     (["check", "--", "python", "train.py"], "takes no"),
@@ -74,3 +75,10 @@ def test_help_and_version():
     assert rc == 0 and "check" in out and "make-dataset" in out
     rc, out, _ = yd("--version")
     assert rc == 0 and "yolodoctor" in out
+
+
+def test_no_command_shows_the_commands():
+    # nothing ran (exit 2), and the help reads as --help prints it, one command per line
+    rc, out, err = yd()
+    assert rc == 2 and err == ""
+    assert any(line.split()[:1] == ["check"] for line in out.splitlines()), out
