@@ -157,7 +157,8 @@ def rejudge(fx: dict, reps: int = 2, max_reps: int = 4) -> dict | None:
     for n in names:
         below = [m for m in names if m not in (n, "plan") and n != "plan" and sets[m]
                  and {id(x) for x in sets[m]} < {id(x) for x in sets[n]}]
-        cands.append(Candidate(n, sets[n], against=max(below, key=lambda m: len(sets[m]), default="baseline")))
+        cands.append(Candidate(n, sets[n], against=max(below, key=lambda m: len(sets[m]), default="baseline"),
+                               whole=n == "plan"))  # (a safe part is a whole too: none where nothing alters training)
     runs = {(r["candidate"], r["rep"]): TrialRun.from_dict(r) for r in tr.get("runs", []) if r["candidate"] in sets}
 
     class Unrecorded(Exception):

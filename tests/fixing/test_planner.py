@@ -248,8 +248,11 @@ def test_an_unsafe_driver_gets_the_workers_too_and_the_safe_changes_stack_on_its
     cands = {c.name: c for c in candidates(p)}
     assert set(cands) == {"baseline", "batch=128", "batch=128+workers=14", "batch=64", "batch=64+workers=14",
                           "batch=64+workers=14+compile=reduce-overhead", "batch=64+workers=14+deterministic=False",
-                          "batch=64+workers=14+amp=bf16", "plan"}
+                          "batch=64+workers=14+amp=bf16", "plan",
+                          "batch=64+workers=14+compile=reduce-overhead+deterministic=False"}  # the plan's safe part
     assert cands["batch=128+workers=14"].against == "batch=128" and cands["batch=64+workers=14"].against == "batch=64"
+    assert not any(x.changes_training for x in cands["batch=64+workers=14+compile=reduce-overhead+deterministic=False"]
+                   .changes)
     assert cands["batch=64+workers=14+compile=reduce-overhead"].against == "batch=64+workers=14"
     assert not any(x.changes_training for x in cands["batch=64+workers=14+compile=reduce-overhead"].changes)
     assert any(x.changes_training for x in cands["batch=128+workers=14"].changes)

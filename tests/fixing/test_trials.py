@@ -267,7 +267,8 @@ def test_the_first_recorded_h200_trials_under_todays_rules():
     recorded = {v["candidate"]: v for v in h["trials"]["verdicts"]}
     cands = [Candidate(n, [by[x.split("=")[0]] for x in n.split("+")] if n not in ("baseline", "plan")
                        else ([] if n == "baseline" else list(plan.changes)),
-                       against="batch=64" if n.startswith("batch=64+") else "baseline") for n in recorded]
+                       against="batch=64" if n.startswith("batch=64+") else "baseline", whole=n == "plan")
+             for n in recorded]
     # the candidates as they are built now: the GPU-side changes on top of the planner's workers change
     assert [c.name for c in candidates(plan)] == [
         "baseline", "batch=64", "batch=64+workers=14+compile=reduce-overhead",
@@ -352,7 +353,11 @@ def test_the_h200_unsafe_trials_judge_loss_parity_over_the_safe_trials_images_no
                          for c in h["plan"]],
                 fallbacks=[Change("args", "batch", 16, 64, "LA201 host-bound")])
     cands = candidates(plan)
-    assert [c.name for c in cands] == [v["candidate"] for v in h["trials"]["verdicts"]]
+    # as recorded, and today the plan's safe part too (bf16 left out, batch 64 for 128), which did not run then
+    safe = "batch=64+workers=14+compile=reduce-overhead+deterministic=False"
+    assert [c.name for c in cands] == [v["candidate"] for v in h["trials"]["verdicts"]] + [safe]
+    assert cands[-1].whole and cands[-1].against == "baseline"
+    cands = cands[:-1]
     rs = [TrialRun.from_dict({**r, "loss_curve": _loss_curve(events / r["run_dir"])}) for r in h["trials"]["runs"]]
     assert all(r.loss_curve for r in rs)
     recorded = {r["candidate"]: r for r in h["trials"]["verdicts"]}
@@ -380,6 +385,43 @@ def test_the_h200_unsafe_trials_judge_loss_parity_over_the_safe_trials_images_no
     # more repeats for what the noise alone held back, with its reference
     assert [c.name for c in undecided(verdicts, cands)] == ["batch=64+workers=14+deterministic=False",
                                                             "batch=64+workers=14", "batch=64"]
+
+
+def test_the_plans_safe_part_is_applied_whole_when_an_unsafe_change_fails_its_loss_parity():
+    # the unsafe plan of the H200 (batch 128 with batch 64 as its fallback, bf16 with none): where the plan fails its
+    # loss parity, the safe changes are still measured together - as fix without --allow-unsafe would have them
+    big = Change("args", "batch", 16, 128, "LA203 t", "unsafe", changes_training=True)
+    safe = Change("args", "batch", 16, 64, "LA201 t")
+    bf = Change("args", "amp", True, "bf16", "PR202 t", "unsafe", changes_training=True)
+    ro = Change("args", "compile", False, "reduce-overhead", "LA202 t", requires=["batch"])
+    det = Change("args", "deterministic", True, False, "CF201 t")
+    w = Change("args", "workers", 8, 14, "planner loader-capacity", requires=["batch"])
+    cands = candidates(Plan(changes=[big, ro, bf, det, w], fallbacks=[safe]))
+    names = [c.name for c in cands]
+    part = "batch=64+workers=14+compile=reduce-overhead+deterministic=False"
+    assert names[-2:] == ["plan", part] and [c.whole for c in cands].count(True) == 2
+    table = {n: [240, 242] for n in names}
+    table.update({"batch=128": [600, 610], "batch=128+workers=14": [730, 740], "plan": [1030, 1040],
+                  "batch=64": [630, 635], "batch=64+workers=14": [715, 720],
+                  "batch=64+workers=14+compile=reduce-overhead": [900, 905], part: [1020, 1030]})
+    table["batch=64+workers=14+amp=bf16"] = table["batch=64+workers=14+deterministic=False"] = [716, 721]
+
+    def runs(t):  # what holds batch 128 learns differently; the rest as the baseline
+        return [TrialRun(n, i, "/r", "complete", None, v, True, [], curve(2.6 if "128" in n or n == "plan" else 2.0))
+                for n, vals in t.items() for i, v in enumerate(vals)]
+    verdicts, _, kept, _ = judge(runs(table), cands)
+    v = {x.candidate: x for x in verdicts}
+    assert v["plan"].rejected and not v["plan"].parity["within"]
+    assert {c.key: c.after for c in kept} == {"batch": 64, "workers": 14, "compile": "reduce-overhead",
+                                              "deterministic": False}
+    assert "applied whole: +13.6% over batch=64+workers=14+compile=reduce-overhead" in v[part].why
+    # faster only within the noise: undecided against what was kept, both run again
+    table[part] = [900, 1000]
+    verdicts, _, kept, _ = judge(runs(table), cands)
+    assert {c.key for c in kept} == {"batch", "workers", "compile"}
+    assert [c.name for c in undecided(verdicts, cands)] == ["batch=64+workers=14+compile=reduce-overhead", part]
+    # a plan without a change to training has no safe part beside it
+    assert not any(c.whole and c.name != "plan" for c in candidates(Plan(changes=[safe, ro, det, w])))
 
 
 def test_the_h200_safe_trials_under_todays_rules_apply_the_whole_plan_measured_together():

@@ -23,7 +23,8 @@ reference's fastest; with more, it must win at least PAIRS_WON of all (candidate
 Measured together: the kept changes are first merged from the candidates each kept on its own; then a kept candidate
 holding all of them and more (the whole plan, typically) replaces them when it beats the candidate holding exactly
 them beyond the noise and in the pairs (and runs again against it where it is faster only within the noise). A change
-rejected on its own (failed or mismatched trials, no valid window, a failed loss parity) never comes in that way. On
+rejected on its own (failed or mismatched trials, no valid window, a failed loss parity) never comes in that way.
+Where the plan changes training, the plan with its safe fallbacks instead (its safe part) is such a whole too. On
 the H200 the whole plan ran 1029 images/s against the kept batch=64 + workers=14's 856 (+20%, every pair won), while
 compile on its own showed +6.7% and deterministic=False -7.1%, both inside the noise: each alone was undecided,
 together they were faster, and fix applied the slower set.
@@ -66,6 +67,7 @@ class Candidate(ChangeSet):
     name: str
     changes: list[Change]
     against: str = "baseline"  # the candidate its gain is measured over (the one holding what it requires)
+    whole: bool = False  # a whole set (the plan, its safe part): it comes in only measured together, never merged
 
 
 @dataclass
@@ -134,7 +136,10 @@ def candidates(plan: Plan) -> list[Candidate]:
     eager (bench/results/h200-benchmark). Where the workers change rests on a change to training, the stacking is
     done on that change's safe fallback (batch 64 beside batch 128 above nbs), so that a safe change is not tied to
     the unsafe one's loss parity, and the unsafe change is tried with the workers too; with no usable fallback
-    (none, or one at which a planned compile='reduce-overhead' would meet gradient accumulation) nothing is stacked."""
+    (none, or one at which a planned compile='reduce-overhead' would meet gradient accumulation) nothing is stacked.
+
+    Where the plan changes training, its safe part (_safe_part) is a whole candidate too, so that the safe changes can
+    still be applied together when an unsafe one fails its loss parity."""
     w = next((c for c in plan.changes if c.kind == "args" and c.key == "workers" and c.reason == LOADER_REASON), None)
     world = list(plan.changes)  # where the stacked candidates are built
     below = requirements(w, plan.changes) if w is not None else []  # what the workers change rests on
@@ -175,8 +180,29 @@ def candidates(plan: Plan) -> list[Candidate]:
         needs = needed.get(cand.name) or []
         cand.against = next((o.name for o in out if needs and _same(o.changes, needs)), "baseline")
     if len(plan.changes) > 1 and not any(_same(c.changes, plan.changes) for c in out):
-        out.append(Candidate("plan", list(plan.changes)))
+        out.append(Candidate("plan", list(plan.changes), whole=True))
+    safe = _safe_part(plan, lifted)
+    if len(safe) > 1 and not any(_same(c.changes, safe) for c in out):
+        out.append(Candidate("+".join(f"{d.key}={d.after}" for d in safe), safe, whole=True))
     return out
+
+
+def _safe_part(plan: Plan, lifted: list[Change]) -> list[Change]:
+    """The plan with each change to training replaced by its usable safe fallback, or left out where it has none (and
+    so each change that requires a change left out): what the plan is with --allow-unsafe's changes taken away,
+    lifted changes first. Without it, an unsafe change that failed its loss parity would take the safe changes it was
+    measured with down too, and --allow-unsafe would apply less than fix without it (the H200's fix-unsafe trials,
+    lease f32ae53c: the whole plan rejected on loss, only batch 64 + workers 14 + compile kept)."""
+    subs = {id(c): next((f for f in plan.fallbacks if (f.kind, f.key) == (c.kind, c.key) and _usable(f, plan)), None)
+            for c in plan.changes if c.changes_training}
+    if not subs:
+        return list(plan.changes)
+    out = [subs.get(id(c), c) if c.changes_training else c for c in plan.changes]
+    out = [c for c in out if c is not None]
+    while bad := [c for c in out if any(k not in {d.key for d in out} for k in c.requires)]:
+        out = [c for c in out if all(c is not b for b in bad)]
+    first = [c for c in lifted if any(c is d for d in out)]
+    return [*first, *(c for c in out if all(c is not d for d in first))]
 
 
 def _usable(f: Change, plan: Plan) -> bool:
@@ -322,10 +348,11 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
                                 rejected=rejected))
     # the kept changes: kept candidates merged fastest first, each whole or not at all - one that sets a key to
     # another value than a faster one did is left out with everything it brings (a change comes with the
-    # requirements it ran with: no batch=32 under a compile that was measured at batch 128); not the "plan"
-    # candidate here (an unsafe change and its safe fallback may both pass: the faster holds the key)
+    # requirements it ran with: no batch=32 under a compile that was measured at batch 128); not the whole sets here
+    # (the plan and its safe part come in measured together; an unsafe change and its safe fallback may both pass:
+    # the faster holds the key)
     chosen: dict[tuple[str, str], Change] = {}
-    ranked = sorted(((v, c) for c, v in zip(cands[1:], verdicts[1:]) if v.kept and c.name != "plan"),
+    ranked = sorted(((v, c) for c, v in zip(cands[1:], verdicts[1:]) if v.kept and not c.whole),
                     key=lambda vc: -vc[0].median)
     for _, c in ranked:
         if all(chosen.get((x.kind, x.key), x) is x for x in c.changes):
@@ -387,7 +414,7 @@ def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], ve
         alters = [x for x in c.changes if x.changes_training]
         return alters if clean and alters else [c.changes[-1]]
 
-    rejected = [x for c, v in zip(cands[1:], verdicts[1:]) if v.rejected and c.name != "plan" for x in blamed(c)]
+    rejected = [x for c, v in zip(cands[1:], verdicts[1:]) if v.rejected and not c.whole for x in blamed(c)]
     ref_med, best, best_med = statistics.median(ref_vals), None, 0.0
     for c, v in zip(cands[1:], verdicts[1:]):
         if not v.kept or c is ref or not all(any(x is y for y in c.changes) for x in kept):
