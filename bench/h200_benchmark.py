@@ -74,13 +74,14 @@ bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm
                                             #   candidate's first (cold) trial, the applied epoch; then its defaults
                                             #   run 2.1; extra repeats where noise leaves a change undecided, up to
                                             #   --max-reps 4: none there, the whole plan settled them)
-  bash bench/h200_benchmark.sh fix-unsafe   # ~28 min, 3-4 commands: 20 trials (baseline, batch 128 alone and with
+  bash bench/h200_benchmark.sh fix-unsafe   # ~25 min, 3 commands: 17 trials (baseline, batch 128 alone and with
                                             #   the workers, the batch-64 fallback alone and with them, compile,
                                             #   deterministic and bf16 on batch 64 + workers, the plan and its safe
-                                            #   part) plus extra repeats (--max-reps 2: none; 21.4 min measured on
-                                            #   lease f32ae53c before the safe part, which adds 2 trials and a cold
-                                            #   compile, ~4 min); +2.1 for a defaults run when none was recorded on
-                                            #   this machine: a whole session's device time
+                                            #   part, twice each, but batch 128 and the plan once where their loss
+                                            #   settles them) plus extra repeats (--max-reps 2: none); lease f32ae53c
+                                            #   measured 21.4 min for 18 trials before the safe part (2 trials and a
+                                            #   cold compile, ~4 min) and the settled loss (3 trials, ~2.5 min); +2.1
+                                            #   for a defaults run when none was recorded on this machine
   bash bench/h200_benchmark.sh loader       #  ~5 min: 6-8 probes of 20 s plus start-up (cache='ram': + ~30 s)
   bash bench/h200_benchmark.sh sweep        # ~20 min, 3 commands: 14 grid points + the 2 plans (7-9 compiled)
   bash bench/h200_benchmark.sh spread       #  ~2 min: b64-w16 profiled twice
@@ -96,7 +97,7 @@ defaults run did not fit: its applied / defaults is across machines, its trials'
 run (`bash bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`, 3 commands), workers, the GPU tests (the
 recorder's grad_scale). A fix part's defaults run comes after the fix, so that a session's device time running out
 cuts the short run, not the trials. Left, ~2 sessions of ~25 usable minutes: fix-unsafe on one machine, with the
-parity against unchanged training (`bash bench/h200_benchmark.sh fix-unsafe --redo fix-unsafe/fix`, ~28 min; a
+parity against unchanged training (`bash bench/h200_benchmark.sh fix-unsafe --redo fix-unsafe/fix`, ~25 min; a
 machine is another lease each session), the rest of the sweep with its plan points and the grid's best again on the
 plans' machine (`bash bench/h200_benchmark.sh sweep --redo sweep/b128-w16-ro-bf16`, ~12 min), compile (~6 min).
 Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes

@@ -87,8 +87,9 @@ def profiled(tmp_path_factory):
     data = make_dataset(root / "ds", images=24, val_images=4, width=160, height=120, workers=1).yaml_path
     run = root / "runs" / "prof"
     p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={data}", "imgsz=64", "batch=4",
-                        "nbs=4", "epochs=1", "plots=False", f"project={root / 'ul'}", "--steps", "4", "--loader-seconds", "0",
-                        "--out", str(run)], capture_output=True, text=True, env={**os.environ, "YOLO_OFFLINE": "1"})
+                        "nbs=4", "epochs=1", "plots=False", f"project={root / 'ul'}", "--steps", "4",
+                        "--loader-seconds", "0", "--out", str(run)], capture_output=True, text=True,
+                       env={**os.environ, "YOLO_OFFLINE": "1"})
     assert p.returncode == 0, p.stderr[-2000:]
     return run
 
@@ -385,6 +386,34 @@ def test_the_h200_unsafe_trials_judge_loss_parity_over_the_safe_trials_images_no
     # more repeats for what the noise alone held back, with its reference
     assert [c.name for c in undecided(verdicts, cands)] == ["batch=64+workers=14+deterministic=False",
                                                             "batch=64+workers=14", "batch=64"]
+
+
+def test_a_change_whose_loss_clearly_moved_is_not_repeated():
+    # the H200's fix-unsafe trials replayed round by round: after the first, batch 128 (alone and with the workers)
+    # and the whole plan are 7-10x their band worse than unchanged training; their second repeats are not run (3 of
+    # 18 trials), bf16 at batch 64 (+3.9%, band 2%) is, and the verdicts and what is kept are those of all 18
+    from yolodoctor.fixing.trials import _loss_curve, rounds
+
+    h = json.loads((ROOT / "fixtures/trials/h200-fix-unsafe-f32ae53c.json").read_text())
+    events = ROOT / "fixtures/trials/h200-fix-unsafe-f32ae53c-events"
+    plan = Plan(changes=[Change(c["kind"], c["key"], c["before"], c["after"], c["reason"], c["safety"],
+                                changes_training=c["safety"] == "unsafe",
+                                requires=["batch"] if c["key"] in ("compile", "workers") else [])
+                         for c in h["plan"]],
+                fallbacks=[Change("args", "batch", 16, 64, "LA201 host-bound")])
+    cands = candidates(plan)[:-1]  # the safe part did not run then
+    recorded = {(r["candidate"], r["rep"]): TrialRun.from_dict({**r, "loss_curve": _loss_curve(events / r["run_dir"])})
+                for r in h["trials"]["runs"]}
+    logs: list[str] = []
+    t = rounds(cands, lambda c, rep, run_dir: recorded[(c.name, rep)], reps=2, max_reps=2, log=logs.append)
+    once = {"batch=128", "batch=128+workers=14", "plan"}
+    assert sorted(r.candidate for r in t.runs if r.rep == 1) == sorted({c.name for c in cands} - once)
+    assert len(t.runs) == 15
+    assert any(m.startswith("not repeated, the loss settles them: batch=128 (loss +33.5%") for m in logs), logs
+    assert {c.key: c.after for c in t.kept} == h["kept"]
+    v = {x.candidate: x for x in t.verdicts}
+    assert all(v[n].rejected and v[n].runs == 1 for n in once)
+    assert v["batch=64+workers=14+amp=bf16"].rejected and v["batch=64+workers=14+amp=bf16"].runs == 2
 
 
 def test_the_plans_safe_part_is_applied_whole_when_an_unsafe_change_fails_its_loss_parity():

@@ -40,6 +40,9 @@ equal to --reps gives one look. A candidate is not kept over a reference that di
 mismatched trial): it would bring that change in with it. Each trial's profile times the host's own speed just
 before it (profiling/hostprobe: a fixed Python loop); `host_spread` says how much the machine itself moved across
 the trials, which a shared machine does.
+
+Settled by the loss: a candidate that changes training and whose loss is worse than unchanged training's by more than
+CLEAR x its band after a round is not run again (loss_settled); its verdict rests on the repeats it had.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ MIN_GAIN = 0.03
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
         12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
 PAIRS_WON = 0.8
+CLEAR = 2.0  # a loss worse than unchanged training's by this many times its band is not repeated (loss_settled)
 
 
 @dataclass
@@ -386,6 +390,25 @@ def _loss_references(by: dict[str, list[TrialRun]], cands: list[Candidate]
     return safe_par, [curve for c in safe if c.name not in moved for curve in _curves(by[c.name])]
 
 
+def loss_settled(runs: list[TrialRun], cands: list[Candidate]) -> dict[str, str]:
+    """The candidates that change training whose loss is already worse than unchanged training's by more than
+    CLEAR x its band: more repeats would time a change that cannot be kept (no repeat makes it learn as before; repeats
+    of seeded deterministic training compute the same curve). On the H200's fix-unsafe trials (lease f32ae53c) after
+    one round: batch 128 +33.5% (band 3.5%), batch 128 with the workers +32.3% (3.9%), the whole plan +22.6% (3.2%);
+    bf16 at batch 64, +3.9% against a 2% band, ran its second repeat. Name -> why."""
+    by = {c.name: [r for r in runs if r.candidate == c.name] for c in cands}
+    if not by.get("baseline"):
+        return {}
+    _, unchanged = _loss_references(by, cands)
+    out = {}
+    for c in cands:
+        if any(x.changes_training for x in c.changes) and (p := parity(unchanged, _curves(by[c.name]))) is not None \
+                and p["rel"] > CLEAR * p["band"]:
+            out[c.name] = (f"loss {p['rel']:+.1%} against unchanged training's after {p['images']} images, band "
+                           f"{p['band']:.1%}")
+    return out
+
+
 def _curves(rs: list[TrialRun]) -> list[list[tuple[int, float]]]:
     """The loss curves of the repeats that ran what was asked to the end."""
     return [r.loss_curve or [] for r in rs if r.status == "complete" and not r.mismatch]
@@ -466,7 +489,7 @@ def rounds(cands: list[Candidate], one: Callable[..., TrialRun], *, reps: int, m
     """The trials' rounds: every candidate ``reps`` times, then one round at a time for what is undecided, up to
     ``max_reps``; ``one(candidate, rep, run_dir)`` runs a trial (or replays a recorded one)."""
     runs: list[TrialRun] = []
-    todo, rep = cands, 0
+    todo, rep, settled = cands, 0, set()
     while todo:
         # interleaved ABBA: B c1 ... P, then P ... c1 B, so that a steady drift of the machine (or a position effect
         # such as the page cache a previous trial warmed) falls on every candidate alike
@@ -474,10 +497,15 @@ def rounds(cands: list[Candidate], one: Callable[..., TrialRun], *, reps: int, m
             log(f"trial {rep + 1}/{reps if rep < reps else max_reps}: {c.name}")
             runs.append(one(c, rep, out_dir / f"{_slug(c.name)}-{rep + 1}"))
         rep += 1
+        moved = {n: why for n, why in loss_settled(runs, cands).items() if n not in settled}
+        if moved:
+            log(f"not repeated, the loss settles them: {'; '.join(f'{n} ({why})' for n, why in moved.items())}")
+            settled |= set(moved)
         if rep < reps:
+            todo = [c for c in todo if c.name not in settled]
             continue
         verdicts, spread, kept, noise = judge(runs, cands)
-        todo = undecided(verdicts, cands) if rep < (max_reps or reps) else []
+        todo = [c for c in undecided(verdicts, cands) if c.name not in settled] if rep < (max_reps or reps) else []
         if todo:
             log(f"more repeats to decide {', '.join(v.candidate for v in verdicts if v.inconclusive)}: within the "
                 "noise so far")
