@@ -249,12 +249,20 @@ def test_the_noise_is_pooled_over_every_configuration_and_sets_a_t_test_threshol
     assert pairs_won([3, 4], [1, 2]) == 1.0 and pairs_won([2, 4], [1, 3]) == 0.75 and pairs_won([], [1]) == 0.0
 
 
-def _recorded(name):
+def _recorded(name, events=None):
+    """A recorded trial set: its document, its plan (an unsafe one with batch 64 as its fallback, as the planner made
+    it) and its runs, with their loss curves read from ``events`` (the runs' step events) where given."""
+    from yolodoctor.fixing.trials import _loss_curve
+
     h = json.loads((ROOT / "fixtures/trials" / name).read_text())
-    plan = Plan(changes=[Change(c["kind"], c["key"], c["before"], c["after"], c["reason"],
+    plan = Plan(changes=[Change(c["kind"], c["key"], c["before"], c["after"], c["reason"], c.get("safety", "safe"),
+                                changes_training=c.get("safety") == "unsafe",
                                 requires=["batch"] if c["key"] in ("compile", "workers") else [])
-                         for c in h["plan"]])
-    rs = [TrialRun.from_dict(r) for r in h["trials"]["runs"]]
+                         for c in h["plan"]],
+                fallbacks=[Change("args", "batch", 16, 64, "LA201 host-bound")]
+                if any(c.get("safety") == "unsafe" for c in h["plan"]) else [])
+    rs = [TrialRun.from_dict({**r, "loss_curve": _loss_curve(ROOT / "fixtures/trials" / events / r["run_dir"])}
+                             if events else r) for r in h["trials"]["runs"]]
     return h, plan, rs
 
 
@@ -344,22 +352,13 @@ def test_the_h200_unsafe_trials_judge_loss_parity_over_the_safe_trials_images_no
     # where the fp16 GradScaler's skipped first steps decided it: batch 128 +19.5%, the whole plan (bf16) +2.4%, bf16
     # at batch 64 -11.5%. Against unchanged training (the baseline and the safe trials, which ran 12,352 images),
     # batch 128 is +34% and the plan +25% after 96 optimizer steps against 193, and bf16 +3.9% after as many
-    from yolodoctor.fixing.trials import _loss_curve
-
-    h = json.loads((ROOT / "fixtures/trials/h200-fix-unsafe-f32ae53c.json").read_text())
-    events = ROOT / "fixtures/trials/h200-fix-unsafe-f32ae53c-events"
-    plan = Plan(changes=[Change(c["kind"], c["key"], c["before"], c["after"], c["reason"], c["safety"],
-                                changes_training=c["safety"] == "unsafe",
-                                requires=["batch"] if c["key"] in ("compile", "workers") else [])
-                         for c in h["plan"]],
-                fallbacks=[Change("args", "batch", 16, 64, "LA201 host-bound")])
+    h, plan, rs = _recorded("h200-fix-unsafe-f32ae53c.json", "h200-fix-unsafe-f32ae53c-events")
     cands = candidates(plan)
     # as recorded, and today the plan's safe part too (bf16 left out, batch 64 for 128), which did not run then
     safe = "batch=64+workers=14+compile=reduce-overhead+deterministic=False"
     assert [c.name for c in cands] == [v["candidate"] for v in h["trials"]["verdicts"]] + [safe]
     assert cands[-1].whole and cands[-1].against == "baseline"
     cands = cands[:-1]
-    rs = [TrialRun.from_dict({**r, "loss_curve": _loss_curve(events / r["run_dir"])}) for r in h["trials"]["runs"]]
     assert all(r.loss_curve for r in rs)
     recorded = {r["candidate"]: r for r in h["trials"]["verdicts"]}
     for name, rel in (("batch=128", 0.195), ("batch=128+workers=14", 0.215), ("plan", 0.024)):
@@ -392,18 +391,11 @@ def test_a_change_whose_loss_clearly_moved_is_not_repeated():
     # the H200's fix-unsafe trials replayed round by round: after the first, batch 128 (alone and with the workers)
     # and the whole plan are 7-10x their band worse than unchanged training; their second repeats are not run (3 of
     # 18 trials), bf16 at batch 64 (+3.9%, band 2%) is, and the verdicts and what is kept are those of all 18
-    from yolodoctor.fixing.trials import _loss_curve, rounds
+    from yolodoctor.fixing.trials import rounds
 
-    h = json.loads((ROOT / "fixtures/trials/h200-fix-unsafe-f32ae53c.json").read_text())
-    events = ROOT / "fixtures/trials/h200-fix-unsafe-f32ae53c-events"
-    plan = Plan(changes=[Change(c["kind"], c["key"], c["before"], c["after"], c["reason"], c["safety"],
-                                changes_training=c["safety"] == "unsafe",
-                                requires=["batch"] if c["key"] in ("compile", "workers") else [])
-                         for c in h["plan"]],
-                fallbacks=[Change("args", "batch", 16, 64, "LA201 host-bound")])
+    h, plan, rs = _recorded("h200-fix-unsafe-f32ae53c.json", "h200-fix-unsafe-f32ae53c-events")
     cands = candidates(plan)[:-1]  # the safe part did not run then
-    recorded = {(r["candidate"], r["rep"]): TrialRun.from_dict({**r, "loss_curve": _loss_curve(events / r["run_dir"])})
-                for r in h["trials"]["runs"]}
+    recorded = {(r.candidate, r.rep): r for r in rs}
     logs: list[str] = []
     t = rounds(cands, lambda c, rep, run_dir: recorded[(c.name, rep)], reps=2, max_reps=2, log=logs.append)
     once = {"batch=128", "batch=128+workers=14", "plan"}
