@@ -15,6 +15,18 @@ from yolodoctor.findings import Severity
 FAIL_ON = click.Choice(["info", "warning", "error"])
 
 
+class FiniteRange(click.FloatRange):
+    """A float range that refuses nan (click's bounds compare false with it, so it passes them) and infinities."""
+
+    def convert(self, value, param, ctx):
+        import math
+
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
 class Ctx:
     def __init__(self, debug: bool, command: list[str]) -> None:
         self.debug = debug
@@ -74,10 +86,10 @@ def check(ctx: Ctx, train_args: tuple[str, ...], as_json: bool, fail_on: str, wa
 @click.option("--all", "whole", is_flag=True, help="Profile the whole run, validation included.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Run directory (must not exist).")
 @click.option("--no-trace", is_flag=True, help="Skip the torch.profiler window.")
-@click.option("--sample-hz", type=click.FloatRange(0), default=5.0, show_default=True,
+@click.option("--sample-hz", type=FiniteRange(0, 1000), default=5.0, show_default=True,
               help="Sampler rate (CPU, disk, memory, GPU); 0 turns the sampler off.")
 @click.option("--no-gpu-telemetry", is_flag=True, help="Sample without NVML queries.")
-@click.option("--loader-seconds", type=click.FloatRange(0), default=8.0, show_default=True,
+@click.option("--loader-seconds", type=FiniteRange(0, 3600), default=8.0, show_default=True,
               help="Time the train loader alone after the steps (0: skip).")
 @click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
 @click.option("--fail-on", type=FAIL_ON, default="error", show_default=True)
@@ -154,7 +166,7 @@ def compare(ctx: Ctx, run_a: Path, run_b: Path, as_json: bool, html: Path | None
 
 @cli.command()
 @click.argument("target", nargs=-1, metavar="[RUN_DIR | KEY=VALUE...]")
-@click.option("--refresh", type=click.FloatRange(0.1), default=1.0, show_default=True, help="Seconds between updates.")
+@click.option("--refresh", type=FiniteRange(0.1, 3600), default=1.0, show_default=True, help="Seconds between updates.")
 @click.option("--steps", type=click.IntRange(1), default=None,
               help="Bound a training it launches to N steps [default: the whole run].")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
@@ -195,7 +207,7 @@ def fix(ctx: Ctx, run_dir: Path | None, allow_unsafe: bool, verify: bool, apply:
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--images", default=64, show_default=True, type=click.IntRange(1), help="Training images.")
 @click.option("--val-images", type=click.IntRange(1), default=None, help="Validation images [default: images/5, >=2].")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0))
 @click.option("--task", type=click.Choice(["detect", "segment", "pose", "obb"]), default="detect", show_default=True)
 @click.option("--format", "image_format", type=click.Choice(["jpg", "png"]), default="jpg", show_default=True)
 @click.option("--size", default="640x480", show_default=True, help="Image WIDTHxHEIGHT.")

@@ -615,3 +615,21 @@ def test_drop_verdict_matches_ultralytics(ultra, label_root, lines, task, sep):
     res = check_dataset(label_root / "data.yaml", task=task, workers=1)
     ours = {f.id for f in res.findings} & {"DS201", "DS202", "DS203", "DS204"}
     assert bool(theirs[8]) == bool(ours), (theirs[9], [(f.id, f.evidence) for f in res.findings])
+
+
+def test_an_unidentified_image_installs_nothing(tmp_path, monkeypatch):
+    # Ultralytics' patched Image.open pip-installs pi-heif on the first file PIL cannot identify; check must not
+    import ultralytics.utils.checks as checks
+    import ultralytics.utils.patches  # noqa: F401 - the patch, as any command that parsed train arguments has it
+
+    from yolodoctor.check.labels import Agg, check_image
+
+    asked = []
+    monkeypatch.setattr(checks, "check_requirements", lambda *a, **k: asked.append(a))
+    monkeypatch.setattr(ultralytics.utils.patches, "_pil_plugins_registered", False)
+    bad = tmp_path / "noise.jpg"
+    bad.write_bytes(bytes(range(256)) * 20)
+    agg = Agg()
+    check_image(str(bad), agg)
+    assert asked == []
+    assert agg.defects["img_corrupt"][2][0]["reason"] == "PIL cannot read it: not an image format PIL recognises"

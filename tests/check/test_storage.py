@@ -59,3 +59,13 @@ def test_network_filesystem(tmp_path, gpu_facts):
 
 def test_no_images_no_facts():
     assert probe_storage([], {}, {}).facts == {}
+
+
+def test_an_unreadable_image_is_left_out_of_the_timing(tmp_path, gpu_facts):
+    # the dataset scan reports it (a finding); the storage probe times the rest instead of failing check
+    paths = write_images(tmp_path, 4, "jpg", (320, 240))
+    (tmp_path / "folder.jpg").mkdir()
+    (tmp_path / "gone.jpg").symlink_to(tmp_path / "missing.jpg")
+    res = probe_storage([*paths, tmp_path / "folder.jpg", tmp_path / "gone.jpg"], {"imgsz": 160}, gpu_facts)
+    assert res.facts["io.sample_files"] == 4 and res.facts["io.decode_ms_median"] > 0
+    assert probe_storage([tmp_path / "gone.jpg"], {"imgsz": 160}, gpu_facts).facts.get("io.sample_files") is None

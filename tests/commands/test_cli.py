@@ -41,6 +41,9 @@ def test_import_is_light():
     (["check", "--torch-flag", "cudnn.fast=true"], "--torch-flag"),
     (["nosuchcommand"], "No such command"),
     (["make-dataset", "/tmp/x", "--size", "12x3"], "--size"),
+    (["make-dataset", "/tmp/x", "--seed", "-1"], "--seed"),
+    (["profile", "--loader-seconds", "nan"], "not a finite number"),
+    (["profile", "--sample-hz", "inf"], "--sample-hz"),
 ])
 def test_usage_errors_exit_2_with_one_line(args, needle):
     rc, out, err = yd(*args)

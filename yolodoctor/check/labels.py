@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import warnings
 from array import array
 from collections import Counter
@@ -129,8 +130,11 @@ def _open_image(f: Any, path: str) -> Any:
     from PIL import Image, UnidentifiedImageError
 
     global _heif_tried
+    # Ultralytics replaces PIL's Image.open (utils/patches.py): on the first file PIL cannot identify it pip-installs
+    # pi-heif. check installs nothing: PIL's own open, kept by the patch, where it is in place
+    pil_open = getattr(sys.modules.get("ultralytics.utils.patches"), "_image_open", None) or Image.open
     try:
-        return Image.open(f)
+        return pil_open(f)
     except UnidentifiedImageError:
         # Ultralytics registers pi-heif lazily (and pip-installs it when missing); use it only when already installed.
         if _heif_tried or path.rpartition(".")[2].lower() not in ("heic", "heif"):
@@ -142,7 +146,7 @@ def _open_image(f: Any, path: str) -> Any:
             raise UnidentifiedImageError(f"cannot identify image file {path!r} (pi-heif is not installed)") from None
         register_heif_opener()
         f.seek(0)
-        return Image.open(f)
+        return pil_open(f)
 
 
 def check_image(path: str, agg: Agg) -> None:

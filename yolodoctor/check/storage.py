@@ -44,10 +44,14 @@ def drop_cache(path: Path) -> bool:
         os.close(fd)
 
 
-def timed_read(path: Path) -> tuple[int, float]:
+def timed_read(path: Path) -> tuple[int, float] | None:
+    """(bytes, seconds) of reading the file whole, or None where it cannot be read (the dataset scan reports it)."""
     t = time.perf_counter()
-    with open(path, "rb", buffering=0) as fh:
-        n = len(fh.read())
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            n = len(fh.read())
+    except OSError:
+        return None
     return n, time.perf_counter() - t
 
 
@@ -98,7 +102,10 @@ def probe_storage(images: Sequence[Path], args: dict[str, Any], facts: dict[str,
     picked = sample_paths(images, sample)
     dropped = [drop_cache(p) for p in picked] if cold else [False] * len(picked)
     f["io.cache_state"] = "cold" if cold and all(dropped) else ("partly-cold" if any(dropped) else "warm")
-    reads = [timed_read(p) for p in picked]
+    readable = [(p, r) for p in picked if (r := timed_read(p)) is not None]
+    if not readable:
+        return res
+    picked, reads = [p for p, _ in readable], [r for _, r in readable]
     nbytes = sum(n for n, _ in reads)
     secs = sum(s for _, s in reads)
     f["io.sample_files"] = len(picked)
