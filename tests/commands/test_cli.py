@@ -42,6 +42,7 @@ def test_import_is_light():
     (["nosuchcommand"], "No such command"),
     (["make-dataset", "/tmp/x", "--size", "12x3"], "--size"),
     (["make-dataset", "/tmp/x", "--seed", "-1"], "--seed"),
+    (["make-dataset", "/tmp/x", "--size", "100000x100000"], "from 32 to 8192"),
     (["profile", "--loader-seconds", "nan"], "not a finite number"),
     (["profile", "--sample-hz", "inf"], "--sample-hz"),
 ])
@@ -85,3 +86,17 @@ def test_no_command_shows_the_commands():
     rc, out, err = yd()
     assert rc == 2 and err == ""
     assert any(line.split()[:1] == ["check"] for line in out.splitlines()), out
+
+
+def test_a_place_a_dataset_cannot_go_is_one_line_for_make_dataset_and_demo(tmp_path):
+    (tmp_path / "file").write_text("keep")
+    rc, out, err = yd("make-dataset", tmp_path / "ds", "--images", "2", "--size", "64x48")
+    assert rc == 0 and err == "", err
+    rc, out, err = yd("make-dataset", tmp_path / "ds", "--images", "2", "--size", "64x48")
+    assert rc == 2 and "pass --force" in err
+    assert_one_line_error(err)
+    # demo says what it is about to write, then why it cannot (was an internal error)
+    rc, out, err = yd("demo", "--dir", tmp_path / "file", "--json")
+    assert rc == 2 and out == "" and "Traceback" not in err and "internal error" not in err
+    assert err.splitlines()[-1].startswith("yolodoctor: error:") and "not a directory" in err
+    assert (tmp_path / "file").read_text() == "keep"

@@ -14,14 +14,14 @@ DEMO_ARGS = ["model=yolo11n.yaml", "imgsz=160", "batch=8", "epochs=20"]  # the b
 
 
 def ensure_dataset(work_dir: Path, log) -> Path:
-    from yolodoctor.datasets.synth import make_dataset
+    from yolodoctor.commands.make_dataset import write_dataset
 
     yaml_path = work_dir / "data.yaml"
     if (work_dir / ".yolodoctor-dataset").is_file() and yaml_path.is_file():
         log(f"reusing the demo dataset in {work_dir}")
         return yaml_path
     log(f"writing a synthetic dataset ({DEMO_DATASET['images']} train images) to {work_dir}")
-    return Path(make_dataset(work_dir, **DEMO_DATASET).yaml_path)
+    return Path(write_dataset(work_dir, **DEMO_DATASET).yaml_path)
 
 
 def run(work_dir: Path, *, as_json: bool) -> int:

@@ -9,11 +9,29 @@ from yolodoctor import report
 from yolodoctor.errors import UsageError
 
 
+MAX_SIDE = 8192  # a 8192x8192 image is 200 MB decoded per worker; 100000x100000 ran the machine out of memory
+
+
 def parse_size(size: str) -> tuple[int, int]:
     m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", size)
-    if not m or int(m[1]) < 32 or int(m[2]) < 32:
-        raise UsageError(f"--size must be WIDTHxHEIGHT with both at least 32, got {size!r}")
+    if not m or not all(32 <= int(v) <= MAX_SIDE for v in (m[1], m[2])):
+        raise UsageError(f"--size must be WIDTHxHEIGHT with both from 32 to {MAX_SIDE}, got {size!r}")
     return int(m[1]), int(m[2])
+
+
+def write_dataset(out_dir: Path, **options):
+    """datasets.synth.make_dataset, its refusals (a user's file or folder there, bad options, a place it cannot write)
+    as usage errors."""
+    from yolodoctor.datasets.synth import make_dataset
+
+    try:
+        return make_dataset(out_dir, **options)
+    except FileExistsError as e:
+        raise UsageError(str(e).replace("pass force=True", "pass --force")) from None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"cannot write the dataset to {out_dir}: {e.strerror or e}") from None
 
 
 def run(out_dir: Path, *, images: int, val_images: int | None, seed: int, task: str, image_format: str, size: str,
@@ -21,21 +39,21 @@ def run(out_dir: Path, *, images: int, val_images: int | None, seed: int, task: 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from yolodoctor.cli import stderr_console, stdout_console
-    from yolodoctor.datasets.synth import make_dataset
 
     width, height = parse_size(size)
+    refused, err = None, stderr_console()
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=stderr_console(), transient=True) as progress:
+                  TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
         bar = progress.add_task("writing images", total=None)
         try:
-            info = make_dataset(out_dir, images=images, val_images=val_images, seed=seed, task=task,
-                                image_format=image_format, width=width, height=height, classes=classes,
-                                workers=workers, force=force,
-                                progress=lambda done, total: progress.update(bar, completed=done, total=total))
-        except FileExistsError as e:
-            raise UsageError(str(e)) from None
-        except OSError as e:
-            raise UsageError(f"cannot write the dataset to {out_dir}: {e.strerror or e}") from None
+            info = write_dataset(out_dir, images=images, val_images=val_images, seed=seed, task=task,
+                                 image_format=image_format, width=width, height=height, classes=classes,
+                                 workers=workers, force=force,
+                                 progress=lambda done, total: progress.update(bar, completed=done, total=total))
+        except UsageError as e:  # said once the bar is gone: one line
+            refused = e
+    if refused is not None:
+        raise refused
     if as_json:
         report.dump_json(report.envelope("make-dataset", [], {}, dataset=info.to_dict()))
     else:
