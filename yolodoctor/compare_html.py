@@ -42,9 +42,13 @@ def check_writable(path: str | Path) -> None:
 def write_html(path: str | Path, cmp: Comparison) -> None:
     path = Path(path)
     check_writable(path)
+    from yolodoctor.errors import OutputError
     from yolodoctor.rundir import write_text_atomic
 
-    write_text_atomic(path, render_html(cmp))
+    try:
+        write_text_atomic(path, render_html(cmp))
+    except OSError as e:  # a read-only folder, a full disk, a file system that takes no new files (/proc)
+        raise OutputError(f"cannot write --html {path}: {e.strerror or e}") from None
 
 
 # --- series -----------------------------------------------------------------------------------------------------

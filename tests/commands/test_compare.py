@@ -156,6 +156,14 @@ def test_write_html_in_process(tmp_path, cmp):
     assert page.read_text().count("<svg") == 3
 
 
+def test_html_where_no_file_can_be_written_is_an_output_error(cmp):
+    # /proc exists as a folder but takes no new files (was an internal error)
+    from yolodoctor.errors import OutputError
+
+    with pytest.raises(OutputError, match="cannot write --html /proc/report.html"):
+        write_html("/proc/report.html", cmp)
+
+
 @pytest.mark.parametrize("args", [
     ["compare", "/nonexistent/run", str(B)],
     ["compare", str(A), "/nonexistent/run", "--json"],
