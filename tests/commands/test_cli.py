@@ -100,3 +100,19 @@ def test_a_place_a_dataset_cannot_go_is_one_line_for_make_dataset_and_demo(tmp_p
     assert rc == 2 and out == "" and "Traceback" not in err and "internal error" not in err
     assert err.splitlines()[-1].startswith("yolodoctor: error:") and "not a directory" in err
     assert (tmp_path / "file").read_text() == "keep"
+
+
+def test_diagnose_says_how_a_saved_run_ended(tmp_path):
+    # diagnose re-runs the diagnosis of a saved run: a crashed one is a finding there too, as profile said (exit 1)
+    import shutil
+
+    run = tmp_path / "crashed"
+    shutil.copytree(ROOT / "fixtures" / "profiles" / "h200-defaults", run)
+    prof = json.loads((run / "profile.json").read_text())
+    prof.update(status="incomplete", reason="crashed: RuntimeError: CUDA error: an illegal memory access", exit_code=1)
+    (run / "profile.json").write_text(json.dumps(prof))
+    rc, out, err = yd("diagnose", run, "--json")
+    assert rc == 1, err
+    assert "ST102" in {f["id"] for f in json.loads(out)["findings"]}
+    rc, out, err = yd("diagnose", ROOT / "fixtures" / "profiles" / "h200-defaults", "--json")
+    assert "ST102" not in {f["id"] for f in json.loads(out)["findings"]}

@@ -7,7 +7,7 @@ from yolodoctor.errors import UsageError
 from yolodoctor.findings import Severity, exit_code
 
 FACT_KEYS = [
-    ("status", "run.complete"), ("device", "run.device"), ("steady images/s", "run.images_per_s"),
+    ("complete", "run.complete"), ("device", "run.device"), ("steady images/s", "run.images_per_s"),
     ("window valid", "run.window_valid"), ("data-wait share", "run.data_wait_share"), ("step s", "run.step_s"),
     ("loader alone images/s", "loader.capacity_images_per_s"), ("GPU util (NVML) %", "gpu.util_mean"),
     ("GPU busy (trace)", "trace.gpu_busy_share"), ("kernels/step", "trace.kernels_per_step"),
@@ -17,11 +17,13 @@ FACT_KEYS = [
 
 def run_diagnose(run_dir, *, rule_dirs, as_json: bool, fail_on: Severity, explain: bool = False) -> int:
     from yolodoctor.cli import stdout_console
+    from yolodoctor.commands.profile import ending_findings
     from yolodoctor.diagnosis.diagnose import diagnose
 
     d = diagnose(run_dir, rule_dirs)
+    findings = ending_findings(d.profile) + d.findings  # how the run ended, as profile said it (a crash, an OOM)
     if as_json:
-        report.dump_json(report.envelope("diagnose", d.findings, d.facts, run_dir=str(d.run_dir),
+        report.dump_json(report.envelope("diagnose", findings, d.facts, run_dir=str(d.run_dir),
                                          status=d.profile.status, reason=d.profile.reason,
                                          silent=[o.__dict__ for o in d.outcomes if o.state != "fired"]
                                          if explain else None))
@@ -31,12 +33,12 @@ def run_diagnose(run_dir, *, rule_dirs, as_json: bool, fail_on: Severity, explai
         report.render_facts(out, d.facts, FACT_KEYS)
         if d.profile.status != "complete":
             out.print(f"[yellow]profile incomplete:[/] {d.profile.reason}")
-        report.render_findings(out, d.findings, "Diagnosis (most time saved first)", group=False)
+        report.render_findings(out, findings, "Diagnosis (most time saved first)", group=False)
         if explain:
             for o in d.outcomes:
                 if o.state != "fired":
                     out.print(f"[dim]{o.rule}: {o.state}{': ' + o.detail if o.detail else ''}[/]")
-    return exit_code(d.findings, fail_on)
+    return exit_code(findings, fail_on)
 
 
 def run_rules(rule_id: str | None, *, rule_dirs, as_json: bool, facts: bool = False) -> int:
