@@ -116,3 +116,18 @@ def test_diagnose_says_how_a_saved_run_ended(tmp_path):
     assert "ST102" in {f["id"] for f in json.loads(out)["findings"]}
     rc, out, err = yd("diagnose", ROOT / "fixtures" / "profiles" / "h200-defaults", "--json")
     assert "ST102" not in {f["id"] for f in json.loads(out)["findings"]}
+
+
+@pytest.mark.parametrize("yaml_text,needle", [
+    ("train: images/train\nval: images/val\nnc: 5\nnames: [a, b, c]\n", "nc"),  # DS004
+    ("train: images/train\nval: images/val\nnames: {0: a, 5: b}\n", "names"),  # DS003
+])
+def test_profile_refuses_a_data_yaml_ultralytics_refuses(tmp_path, yaml_text, needle):
+    # before any training (was exit 1 with a crashed run directory left behind)
+    rc, _, err = yd("make-dataset", tmp_path / "ds", "--images", "2", "--size", "64x48")
+    assert rc == 0, err
+    (tmp_path / "ds" / "bad.yaml").write_text(f"path: {tmp_path / 'ds'}\n" + yaml_text)
+    rc, out, err = yd("profile", f"data={tmp_path / 'ds' / 'bad.yaml'}", "imgsz=64", "--steps", "2",
+                      "--out", tmp_path / "run", "--json")
+    assert rc == 2 and out == "" and needle in err and not (tmp_path / "run").exists()
+    assert_one_line_error(err)

@@ -65,7 +65,9 @@ def run_check(user: dict[str, Any], args: dict[str, Any], *, torch_flags: dict[s
     return report
 
 
-UNLOADABLE = {"DS001", "DS002", "DS005"}  # data.yaml that does not parse, lacks keys, or points nowhere
+# a data.yaml Ultralytics refuses before training: it does not parse, lacks keys, has values of the wrong type or
+# names that do not match nc, points nowhere or at a split without images, or has an unusable kpt_shape
+UNLOADABLE = {"DS001", "DS002", "DS003", "DS004", "DS005", "DS007", "DS008"}
 
 
 def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
