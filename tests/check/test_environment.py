@@ -95,3 +95,29 @@ def test_match_devices_and_capabilities():
 def test_real_machine_probe_runs():
     res = probe_environment({}, is_online=None)
     assert res.facts["env.torch"] and res.facts["env.ultralytics"].startswith("8.4")
+
+
+def test_a_device_the_machine_does_not_have_is_an_error():
+    one = probe({"device": 1}, gpus=[H200], environ={"YOLO_OFFLINE": "1"})
+    assert "EN105" in ids(one) and "device=1 asks for CUDA device 1, but 1 CUDA device is visible" in \
+        next(f.message for f in one.findings if f.id == "EN105")
+    assert "EN105" not in ids(probe({"device": 0}, gpus=[H200], environ={"YOLO_OFFLINE": "1"}))
+    assert "EN105" not in ids(probe({"device": -1}, gpus=[H200], environ={"YOLO_OFFLINE": "1"}))  # -1: the idlest GPU
+    cpu = probe({"device": "0"}, nvml=Nvml.open(FakeNvmlLib([], init_error="no NVML")), environ={"YOLO_OFFLINE": "1"})
+    assert ids(cpu) == ["EN101", "EN105"]
+    assert ids(probe({"device": "cpu"}, nvml=Nvml.open(FakeNvmlLib([], init_error="no NVML")),
+                     environ={"YOLO_OFFLINE": "1"})) == ["EN101"]
+
+
+def test_profile_refuses_before_training_a_device_nvml_does_not_list(monkeypatch):
+    import pytest
+
+    import yolodoctor.api.nvml as nvml_api
+    from yolodoctor.check.run import quick_check
+    from yolodoctor.errors import UsageError
+
+    monkeypatch.setattr(nvml_api, "visible_now", lambda: [object()])  # one GPU
+    with pytest.raises(UsageError, match="asks for CUDA device 3"):
+        quick_check({"device": 3}, {"device": 3})
+    monkeypatch.setattr(nvml_api, "visible_now", lambda: [])  # no NVML: the count is not known, training decides
+    assert quick_check({"device": 3}, {"device": 3})["env.device_kind"] == "cuda"

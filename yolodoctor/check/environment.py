@@ -5,6 +5,7 @@ Finding ids (category environment unless noted):
   EN102 torch-nvml-mismatch   warning  torch and NVML disagree on the visible GPUs
   EN103 torch-cannot-use-gpu  warning/error  NVML sees a GPU but this torch build cannot use it
   EN104 nvml-unavailable      info     a CUDA GPU without NVML: GPU telemetry will be limited
+  EN105 device-not-present    error    device= names a CUDA device this machine does not have
   EN110 amp-check-download    warning  amp=True runs check_amp, which downloads yolo26n.pt
   EN111 font-download         info     plots fetch Arial.ttf from the network
   EN112 ddp-cloudpickle       warning  DDP pip-installs cloudpickle on first launch
@@ -169,9 +170,26 @@ def capabilities(cc: tuple[int, int] | list[int] | None) -> dict[str, bool | Non
     return {"amp": major >= 7, "bf16": major >= 8, "tf32": major >= 8}
 
 
+def missing_devices(dev: DeviceRequest, count: int) -> str | None:
+    """Why an explicit device= cannot run on ``count`` visible CUDA devices (Ultralytics refuses it: "Invalid CUDA
+    'device=7' requested"), or None."""
+    absent = [i for i in dev.indices if i >= count] if dev.kind == "cuda" and not dev.auto else []
+    if not absent:
+        return None
+    return (f"device={','.join(map(str, dev.indices))} asks for CUDA device {absent[0]}, but "
+            f"{count or 'no'} CUDA device{'' if count == 1 else 's'} {'is' if count == 1 else 'are'} visible")
+
+
 def _gpu_findings(res: ProbeResult, dev: DeviceRequest, gpus: list[GpuInfo], args: dict[str, Any]) -> None:
     f = res.facts
     tdevs = f["env.torch_devices"]
+    if (why := missing_devices(dev, len(tdevs) if f["env.cuda_available"] else 0)) is not None:
+        res.findings.append(Finding(
+            "EN105", "device-not-present", "environment", Severity.error,
+            f"{why}: Ultralytics refuses to train.",
+            evidence={"device": args.get("device"), "cuda_devices": len(tdevs)},
+            fix=Fix(note="use device=0 (or a listed index), device=cpu, or leave device unset"),
+        ))
     if not f["env.cuda_available"]:
         if gpus:
             asked_gpu = dev.kind == "cuda" and not dev.auto

@@ -76,11 +76,14 @@ def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     from yolodoctor.api.nvml import visible_now
     from yolodoctor.check.dataset import check_dataset
     from yolodoctor.check.device import parse_device
-    from yolodoctor.errors import InputError
+    from yolodoctor.check.environment import missing_devices
+    from yolodoctor.errors import InputError, UsageError
 
     acc = ProbeResult()
     gpus = visible_now()
     dev = parse_device(args.get("device"), bool(gpus))
+    if gpus and (why := missing_devices(dev, len(gpus))) is not None:  # without NVML the count is not known here
+        raise UsageError(why)
     acc.facts["env.device_kind"] = dev.kind
     acc.facts["env.torch_devices"] = [{"index": i} for i in range(len(gpus))]
     images: list[Path] = []
