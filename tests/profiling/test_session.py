@@ -54,3 +54,13 @@ def test_no_trainer_yet_is_fine(tmp_path):
     s = session.Session(run)
     s.end("incomplete", "crashed before training")
     assert [e["type"] for e in read_events(run / "events.jsonl")][-1] == "run_end"
+
+
+def test_a_crash_reason_is_saved_without_terminal_colours():
+    from ultralytics.utils import colorstr
+
+    from yolodoctor.profiling.session import classify_error
+
+    reason, code = classify_error(FileNotFoundError(colorstr("red", "bold", "Dataset 'x.yaml' images not found")))
+    assert (reason, code) == ("crashed: FileNotFoundError: Dataset 'x.yaml' images not found", 1)
+    assert classify_error(RuntimeError("CUDA out of memory"))[0].startswith("out-of-memory: RuntimeError")

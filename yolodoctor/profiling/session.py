@@ -149,7 +149,9 @@ def classify_error(e: BaseException) -> tuple[str, int]:
         return "interrupted", 130
     if isinstance(e, Terminated):
         return "terminated", 143
-    text = f"{type(e).__name__}: {e}"
+    from ultralytics.utils import remove_colorstr  # the training process has it loaded
+
+    text = remove_colorstr(f"{type(e).__name__}: {e}")  # Ultralytics colours its errors for the terminal
     if "out of memory" in text.lower() or type(e).__name__ == "OutOfMemoryError":
         return "out-of-memory: " + text[:300], 1
     return "crashed: " + text[:300], 1
