@@ -99,7 +99,8 @@ def load(run_dir: str | Path) -> Profile:
     """Read a run directory's profile.json; anything unreadable is an InputError (exit 2), in one sentence."""
     path = Path(run_dir) / PROFILE
     if not Path(run_dir).is_dir():
-        raise InputError(f"run directory not found: {run_dir}")
+        raise InputError(f"{run_dir} is a file, not a run directory" if Path(run_dir).exists() else
+                         f"run directory not found: {run_dir}")
     try:
         with open_regular(path) as fh:  # not a FIFO or a link to /dev/zero from a run directory made elsewhere
             raw = json.loads(fh.read())

@@ -42,6 +42,8 @@ def test_import_is_light():
     (["nosuchcommand"], "No such command"),
     (["make-dataset", "/tmp/x", "--size", "12x3"], "--size"),
     (["make-dataset", "/tmp/x", "--seed", "-1"], "--seed"),
+    (["diagnose", "pyproject.toml"], "pyproject.toml is a file, not a run directory"),
+    (["profile", "--out", "pyproject.toml/run", "--steps", "2"], "pyproject.toml is a file, not a folder"),
     (["make-dataset", "/tmp/x", "--size", "100000x100000"], "from 32 to 8192"),
     (["profile", "--loader-seconds", "nan"], "not a finite number"),
     (["profile", "--sample-hz", "inf"], "--sample-hz"),

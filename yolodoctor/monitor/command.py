@@ -44,13 +44,14 @@ def run(words: list[str], command: list[str], *, refresh: float, steps: int | No
         options = profile_options if profile_options is not None else (
             ["--steps", str(steps)] if steps else ["--all"])
         if out is not None and Path(out).exists():
-            raise UsageError(f"--out {out} already exists; yolodoctor never overwrites a directory")
+            raise UsageError(f"--out {out} already exists; yolodoctor never overwrites it")
         run_dir = fresh_run_dir(out)
         launch = Launch(run_dir, train_args, command, options).start()
         source = RunDirSource(run_dir, rules=rules, launch=launch)
     elif run_dir is not None:
         if not run_dir.is_dir():
-            raise InputError(f"run directory not found: {run_dir}")
+            raise InputError(f"{run_dir} is a file, not a run directory" if Path(run_dir).exists() else
+                             f"run directory not found: {run_dir}")
         source = RunDirSource(run_dir, rules=rules)
     else:
         source = MachineSource(rules=rules)

@@ -28,7 +28,12 @@ def make_run_dir(out: str | Path | None, name: str = "profile") -> Path:
     try:
         return new_run_dir(name=name) if out is None else exclusive_dir(out)
     except FileExistsError:
-        raise UsageError(f"--out {out} already exists; yolodoctor never overwrites a directory") from None
+        p = Path(out)
+        if p.exists() or p.is_symlink():
+            what = "a directory" if p.is_dir() else "a file"
+            raise UsageError(f"--out {out} already exists ({what}); yolodoctor never overwrites it") from None
+        blocker = next((a for a in p.parents if a.exists() and not a.is_dir()), p.parent)
+        raise UsageError(f"--out {out}: {blocker} is a file, not a folder") from None
     except OSError as e:
         raise OutputError(f"cannot create the run directory {out or 'under runs/yolodoctor'}: {e.strerror or e}") \
             from None
