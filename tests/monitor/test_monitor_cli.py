@@ -21,6 +21,9 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str]:
     (["monitor", "runs/x", "batch=8"], "either one RUN_DIR or KEY=VALUE"),
     (["monitor", "runs/x", "--", "python", "train.py"], "either RUN_DIR or `-- COMMAND`"),
     (["monitor", "--refresh", "0", "batch=8"], "--refresh"),
+    (["monitor", "--refresh", "nan", "batch=8"], "not a finite number"),
+    (["monitor", "runs/x", "--steps", "5"], "--steps applies to a training the monitor starts"),
+    (["monitor", "--out", "runs/x"], "--out applies to a training the monitor starts"),
     (["profile", "--monitor", "--json"], "--monitor and --json exclude each other"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(argv, message, capsys):

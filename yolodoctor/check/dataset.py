@@ -598,7 +598,7 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
     drops = "Ultralytics drops every image whose label file has one"
     for code, text, tail in (
         (L.LBL_COLUMNS, f"the wrong number of columns for a {task} dataset", drops),
-        (L.LBL_PARSE, "values that are not numbers", drops),
+        (L.LBL_PARSE, "values that are not numbers (or a file that cannot be read as text)", drops),
         (L.LBL_CLASS, f"class ids outside {nc_txt}", drops),
         (L.LBL_COORDS, "coordinates outside 0-1", drops),
         (

@@ -32,6 +32,9 @@ def run(words: list[str], command: list[str], *, refresh: float, steps: int | No
     run_dir, train_args = split_target(words)
     if run_dir is not None and command:
         raise UsageError("give either RUN_DIR or `-- COMMAND`, not both")
+    if not (train_args or command or profile_options is not None) and (steps or out is not None):
+        raise UsageError(f"{'--steps' if steps else '--out'} applies to a training the monitor starts (KEY=VALUE or "
+                         "-- COMMAND), not to watching a run or the machine")
     rules = load_rules()
     launch = None
     if train_args or command or profile_options is not None:
