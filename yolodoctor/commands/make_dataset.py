@@ -9,7 +9,7 @@ from yolodoctor import report
 from yolodoctor.errors import UsageError
 
 
-MAX_SIDE = 8192  # a 8192x8192 image is 200 MB decoded per worker; 100000x100000 ran the machine out of memory
+MAX_SIDE = 8192  # an 8192x8192 image is 200 MB decoded per worker; 100000x100000 ran the machine out of memory
 
 
 def parse_size(size: str) -> tuple[int, int]:
