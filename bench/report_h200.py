@@ -360,7 +360,8 @@ def missing(res: dict) -> list[str]:
         if fix and lease(fix) and lease(defaults_for(res, fix)) != lease(fix):
             out.append(f"{part}: a defaults whole run on the fix's machine (lease {lease(fix)}): applied / defaults "
                        f"compares two machines until the part runs again on one (`bash bench/h200_benchmark.sh {part} "
-                       f"--redo {part}/fix`)")
+                       f"--redo {part}/fix{' --max-reps 2' if part == 'fix-unsafe' else ''}`"
+                       + (": two repeats, to fit one session's device time)" if part == "fix-unsafe" else ")"))
     return out
 
 
