@@ -318,7 +318,7 @@ def test_missing_names_a_fix_without_a_defaults_run_on_its_machine():
     gone = [x for x in rep.missing(res) if "defaults whole run" in x]
     assert gone == ["fix-unsafe: a defaults whole run on the fix's machine (lease B): applied / defaults compares two "
                     "machines until the part runs again on one (`bash bench/h200_benchmark.sh fix-unsafe --redo "
-                    "fix-unsafe/fix`)"]
+                    "fix-unsafe/fix --max-reps 2`: two repeats, to fit one session's device time)"]
     res["fix-unsafe"]["units"]["defaults"] = {**d, "machine": {"lease": "B"}}
     assert not [x for x in rep.missing(res) if "defaults whole run" in x]
 
