@@ -133,3 +133,10 @@ def test_profile_refuses_a_data_yaml_ultralytics_refuses(tmp_path, yaml_text, ne
                       "--out", tmp_path / "run", "--json")
     assert rc == 2 and out == "" and needle in err and not (tmp_path / "run").exists()
     assert_one_line_error(err)
+
+
+def test_check_without_data_says_no_dataset_was_examined():
+    rc, out, err = yd("check", "--json")
+    assert rc == 0, err
+    f = next(f for f in json.loads(out)["findings"] if f["id"] == "DS011")
+    assert f["severity"] == "info" and "coco8.yaml" in f["message"]

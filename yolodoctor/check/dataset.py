@@ -18,6 +18,7 @@ data.yaml
   DS008 data-yaml-kpt-shape         error    pose without a valid kpt_shape, or flip_idx of the wrong length
   DS009 data-yaml-relative-path     warning  a relative path: resolves against the current directory or datasets_dir
   DS010 dataset-task-not-checked    info     classification datasets are not checked here
+  DS011 data-not-given              info     no data= given (check/run.py): no dataset examined
 images
   DS101 image-without-label         error    images without a label file (warning when <= 10% of every split)
   DS102 label-without-image         error    label files no image maps to

@@ -12,7 +12,7 @@ from yolodoctor.check.environment import probe_environment
 from yolodoctor.check.probe import ProbeResult
 from yolodoctor.check.resources import probe_resources
 from yolodoctor.check.storage import probe_storage
-from yolodoctor.findings import Finding
+from yolodoctor.findings import Finding, Fix, Severity
 
 MODEL_TASKS = {"-seg": "segment", "-pose": "pose", "-obb": "obb", "-cls": "classify"}
 
@@ -56,6 +56,13 @@ def run_check(user: dict[str, Any], args: dict[str, Any], *, torch_flags: dict[s
         ds = step("dataset", lambda: check_dataset(args["data"], task=task_of(user)))
         if ds.index is not None:
             images = list(ds.index.splits.get("train") or [])
+    else:
+        acc.findings.append(Finding(
+            "DS011", "data-not-given", "dataset", Severity.info,
+            "No data= given: no dataset was examined, and Ultralytics would train on its default for the task "
+            "(coco8.yaml for detection, downloaded where it is missing).",
+            evidence={"data": None}, fix=Fix(note="pass data=PATH/data.yaml to examine the dataset you train on"),
+        ))
     acc.facts["check.data_given"] = bool(args.get("data"))
     step("resources", lambda: probe_resources(args, acc.facts))
     step("storage", lambda: probe_storage(images, args, acc.facts, cold=cold))
