@@ -121,3 +121,17 @@ def test_profile_refuses_before_training_a_device_nvml_does_not_list(monkeypatch
         quick_check({"device": 3}, {"device": 3})
     monkeypatch.setattr(nvml_api, "visible_now", lambda: [])  # no NVML: the count is not known, training decides
     assert quick_check({"device": 3}, {"device": 3})["env.device_kind"] == "cuda"
+
+
+def test_weights_that_are_not_here_are_named(tmp_path):
+    off = {"YOLO_OFFLINE": "1"}
+    absent = probe({"model": str(tmp_path / "mine.pt")}, environ=off)
+    f = next(f for f in absent.findings if f.id == "EN113")
+    assert f.severity.name == "error" and "nothing can be downloaded" in f.message
+    assert next(f for f in probe({"model": "yolo11n.pt"}, environ=off).findings
+                if f.id == "EN113").severity.name == "warning"  # a release asset, offline
+    assert next(f for f in probe({"model": "yolo11n.pt"}, environ={}, online=True).findings
+                if f.id == "EN113").severity.name == "info"
+    (tmp_path / "mine.pt").write_bytes(b"weights")
+    for model in (str(tmp_path / "mine.pt"), "yolo11n.yaml", "https://example.com/w.pt"):
+        assert "EN113" not in ids(probe({"model": model}, environ=off))

@@ -9,6 +9,7 @@ Finding ids (category environment unless noted):
   EN110 amp-check-download    warning  amp=True runs check_amp, which downloads yolo26n.pt
   EN111 font-download         info     plots fetch Arial.ttf from the network
   EN112 ddp-cloudpickle       warning  DDP pip-installs cloudpickle on first launch
+  EN113 model-weights-absent  info/warning/error  model= names weights not on this machine (a download, or none)
   EN120 bf16-available        info     (precision) the GPU runs bf16: amp='bf16' skips the AMP check and GradScaler
   EN121 amp-disabled-on-gpu   warning  (precision) Ultralytics disables AMP on this GPU model
 """
@@ -22,6 +23,7 @@ import re
 import socket
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from yolodoctor.api.nvml import GpuInfo, Nvml, normalise_uuid, visible_gpus
@@ -273,6 +275,7 @@ def _offline_findings(res: ProbeResult, dev: DeviceRequest, args: dict[str, Any]
             evidence={"font_present": False, "online": f["env.online"]},
             fix=Fix(env={"YOLO_OFFLINE": "1"}),
         ))
+    _weights_findings(res, str(args.get("model") or ""), online=bool(f["env.online"]) and not offline_flag)
     if dev.gpus > 1 and not f["env.cloudpickle"]:
         res.findings.append(Finding(
             "EN112", "ddp-cloudpickle", "environment", Severity.info if f["env.online"] else Severity.warning,
@@ -281,3 +284,33 @@ def _offline_findings(res: ProbeResult, dev: DeviceRequest, args: dict[str, Any]
             evidence={"gpus": dev.gpus, "cloudpickle": False, "online": f["env.online"]},
             fix=Fix(note="pip install 'cloudpickle>=3.1.1' before training"),
         ))
+
+
+def _weights_findings(res: ProbeResult, model: str, online: bool) -> None:
+    """model=*.pt that is neither a file here nor in Ultralytics' weights_dir: training downloads it (one of
+    Ultralytics' release assets) or looks for it among the latest release's assets and fails without it
+    (utils/downloads.py attempt_download_asset). URLs and model .yaml files are left to Ultralytics."""
+    if not model.endswith((".pt", ".pth")) or "://" in model or os.path.exists(model):
+        from_here = True
+    else:
+        from ultralytics.utils import SETTINGS
+
+        from_here = (Path(SETTINGS["weights_dir"]) / model).exists()
+    if from_here:
+        return
+    from ultralytics.utils.downloads import GITHUB_ASSETS_NAMES
+
+    if Path(model).name in GITHUB_ASSETS_NAMES:
+        sev, what = (Severity.info, "Ultralytics downloads it before training") if online else \
+            (Severity.warning, "Ultralytics would download it before training, and this machine is offline")
+    else:
+        sev, what = (Severity.warning, "it is not one of Ultralytics' release assets either: training fails unless "
+                     "the latest release on GitHub has it") if online else \
+            (Severity.error, "it is not one of Ultralytics' release assets, and offline nothing can be downloaded: "
+                             "training fails")
+    res.findings.append(Finding(
+        "EN113", "model-weights-absent", "environment", sev,
+        f"model={model} is not a file here nor in Ultralytics' weights_dir: {what}.",
+        evidence={"model": model, "online": online},
+        fix=Fix(note="give the path of the weights file, or a model .yaml to train from scratch"),
+    ))
