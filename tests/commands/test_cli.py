@@ -43,6 +43,7 @@ def test_import_is_light():
     (["make-dataset", "/tmp/x", "--size", "12x3"], "--size"),
     (["make-dataset", "/tmp/x", "--seed", "-1"], "--seed"),
     (["diagnose", "pyproject.toml"], "pyproject.toml is a file, not a run directory"),
+    (["profile", "model=nothere.pt", "--steps", "2"], "offline nothing can be downloaded"),
     (["profile", "--out", "pyproject.toml/run", "--steps", "2"], "pyproject.toml is a file, not a folder"),
     (["make-dataset", "/tmp/x", "--size", "100000x100000"], "from 32 to 8192"),
     (["profile", "--loader-seconds", "nan"], "not a finite number"),

@@ -275,7 +275,7 @@ def _offline_findings(res: ProbeResult, dev: DeviceRequest, args: dict[str, Any]
             evidence={"font_present": False, "online": f["env.online"]},
             fix=Fix(env={"YOLO_OFFLINE": "1"}),
         ))
-    _weights_findings(res, str(args.get("model") or ""), online=bool(f["env.online"]) and not offline_flag)
+    weights_findings(res, str(args.get("model") or ""), online=bool(f["env.online"]) and not offline_flag)
     if dev.gpus > 1 and not f["env.cloudpickle"]:
         res.findings.append(Finding(
             "EN112", "ddp-cloudpickle", "environment", Severity.info if f["env.online"] else Severity.warning,
@@ -286,7 +286,7 @@ def _offline_findings(res: ProbeResult, dev: DeviceRequest, args: dict[str, Any]
         ))
 
 
-def _weights_findings(res: ProbeResult, model: str, online: bool) -> None:
+def weights_findings(res: ProbeResult, model: str, online: bool) -> None:
     """model=*.pt that is neither a file here nor in Ultralytics' weights_dir: training downloads it (one of
     Ultralytics' release assets) or looks for it among the latest release's assets and fails without it
     (utils/downloads.py attempt_download_asset). URLs and model .yaml files are left to Ultralytics."""

@@ -83,7 +83,7 @@ def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     from yolodoctor.api.nvml import visible_now
     from yolodoctor.check.dataset import check_dataset
     from yolodoctor.check.device import parse_device
-    from yolodoctor.check.environment import missing_devices
+    from yolodoctor.check.environment import env_flag, missing_devices, weights_findings
     from yolodoctor.errors import InputError, UsageError
 
     acc = ProbeResult()
@@ -91,6 +91,10 @@ def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     dev = parse_device(args.get("device"), bool(gpus))
     if gpus and (why := missing_devices(dev, len(gpus))) is not None:  # without NVML the count is not known here
         raise UsageError(why)
+    if env_flag("YOLO_OFFLINE"):  # weights that are not here cannot come: refused (online, Ultralytics may fetch them)
+        weights_findings(acc, str(args.get("model") or ""), online=False)
+        if acc.findings and acc.findings[-1].severity is Severity.error:
+            raise InputError(acc.findings.pop().message)
     acc.facts["env.device_kind"] = dev.kind
     acc.facts["env.torch_devices"] = [{"index": i} for i in range(len(gpus))]
     images: list[Path] = []
