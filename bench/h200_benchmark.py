@@ -97,7 +97,8 @@ defaults run did not fit: its applied / defaults is across machines, its trials'
 run (`bash bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`, 3 commands), workers, the GPU tests (the
 recorder's grad_scale). A fix part's defaults run comes after the fix, so that a session's device time running out
 cuts the short run, not the trials. Session 9 (2026-12-04) had 4 device minutes, shared with session 8's retry:
-no GPU run; it added the plan's safe part and the settled loss to the trials (replayed on lease f32ae53c). Left, ~2
+only the GPU tests ran; it added the plan's safe part and the settled loss to the trials (replayed on lease
+f32ae53c). Left, ~2
 sessions of ~25 usable minutes: fix-unsafe on one machine, with the parity against unchanged training, the safe part
 and the settled loss (`bash bench/h200_benchmark.sh fix-unsafe --redo fix-unsafe/fix --max-reps 2`, ~25 min: fix's
 default of 4 repeats would not fit; a machine is another lease each session), the rest of the sweep with its plan
