@@ -357,11 +357,13 @@ def missing(res: dict) -> list[str]:
             out.append(f"{part}: {', '.join(gone)} (`bash bench/h200_benchmark.sh {part}`)")
     for part in ("fix-safe", "fix-unsafe"):  # applied / defaults is a ratio within one machine only with these
         fix = units(res, part).get("fix")
+        # fix-unsafe's trials fill a session's device time at two repeats (fix's default of 4 would not fit)
+        reps, why = (" --max-reps 2", ": two repeats, to fit one session's device time") if part == "fix-unsafe" else \
+            ("", "")
         if fix and lease(fix) and lease(defaults_for(res, fix)) != lease(fix):
             out.append(f"{part}: a defaults whole run on the fix's machine (lease {lease(fix)}): applied / defaults "
                        f"compares two machines until the part runs again on one (`bash bench/h200_benchmark.sh {part} "
-                       f"--redo {part}/fix{' --max-reps 2' if part == 'fix-unsafe' else ''}`"
-                       + (": two repeats, to fit one session's device time)" if part == "fix-unsafe" else ")"))
+                       f"--redo {part}/fix{reps}`{why})")
     return out
 
 

@@ -291,14 +291,12 @@ def weights_findings(res: ProbeResult, model: str, online: bool) -> None:
     Ultralytics' release assets) or looks for it among the latest release's assets and fails without it
     (utils/downloads.py attempt_download_asset). URLs and model .yaml files are left to Ultralytics."""
     if not model.endswith((".pt", ".pth")) or "://" in model or os.path.exists(model):
-        from_here = True
-    else:
-        from ultralytics.utils import SETTINGS
-
-        from_here = (Path(SETTINGS["weights_dir"]) / model).exists()
-    if from_here:
         return
+    from ultralytics.utils import SETTINGS
     from ultralytics.utils.downloads import GITHUB_ASSETS_NAMES
+
+    if (Path(SETTINGS["weights_dir"]) / model).exists():
+        return
 
     if Path(model).name in GITHUB_ASSETS_NAMES:
         sev, what = (Severity.info, "Ultralytics downloads it before training") if online else \

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from yolodoctor.check.config import probe_config
-from yolodoctor.check.environment import probe_environment
+from yolodoctor.check.environment import env_flag, missing_devices, probe_environment, weights_findings
 from yolodoctor.check.probe import ProbeResult
 from yolodoctor.check.resources import probe_resources
 from yolodoctor.check.storage import probe_storage
@@ -83,7 +83,6 @@ def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     from yolodoctor.api.nvml import visible_now
     from yolodoctor.check.dataset import check_dataset
     from yolodoctor.check.device import parse_device
-    from yolodoctor.check.environment import env_flag, missing_devices, weights_findings
     from yolodoctor.errors import InputError, UsageError
 
     acc = ProbeResult()
@@ -92,9 +91,10 @@ def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     if gpus and (why := missing_devices(dev, len(gpus))) is not None:  # without NVML the count is not known here
         raise UsageError(why)
     if env_flag("YOLO_OFFLINE"):  # weights that are not here cannot come: refused (online, Ultralytics may fetch them)
-        weights_findings(acc, str(args.get("model") or ""), online=False)
-        if acc.findings and acc.findings[-1].severity is Severity.error:
-            raise InputError(acc.findings.pop().message)
+        weights = ProbeResult()
+        weights_findings(weights, str(args.get("model") or ""), online=False)
+        if (absent := next((f for f in weights.findings if f.severity is Severity.error), None)) is not None:
+            raise InputError(absent.message)
     acc.facts["env.device_kind"] = dev.kind
     acc.facts["env.torch_devices"] = [{"index": i} for i in range(len(gpus))]
     images: list[Path] = []

@@ -281,7 +281,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
     spread = (max(base) - min(base)) / base_med if len(base) >= 2 and base_med else None
     noise = Noise.of([_ok(rs) for rs in by.values() if not any(r.mismatch for r in rs)])
     safe_par, unchanged = _loss_references(by, cands)
-    moved = {n for n, p in safe_par.items() if p is not None and not p["within"]}
+    moved = _moved(safe_par)
     verdicts, kept = [], []
     for c in cands:
         rs = by[c.name]
@@ -386,8 +386,13 @@ def _loss_references(by: dict[str, list[TrialRun]], cands: list[Candidate]
     safe = [c for c in cands if not any(x.changes_training for x in c.changes)]
     safe_par = {c.name: parity(_curves(by["baseline"]), _curves(by[c.name]), floor=SAFE_FLOOR) for c in safe
                 if c.name != "baseline"}
-    moved = {n for n, p in safe_par.items() if p is not None and not p["within"]}
+    moved = _moved(safe_par)
     return safe_par, [curve for c in safe if c.name not in moved for curve in _curves(by[c.name])]
+
+
+def _moved(safe_par: dict[str, dict[str, Any] | None]) -> set[str]:
+    """The safe candidates whose loss moved against the baseline's beyond the band."""
+    return {n for n, p in safe_par.items() if p is not None and not p["within"]}
 
 
 def loss_settled(runs: list[TrialRun], cands: list[Candidate]) -> dict[str, str]:
