@@ -286,8 +286,10 @@ def test_the_first_recorded_h200_trials_under_todays_rules():
     assert spread == pytest.approx(h["trials"]["baseline_spread"])
     assert noise.df == 6 and noise.deviation == pytest.approx(0.129, abs=0.001)
     v = {x.candidate: x for x in verdicts}
-    # the same decisions as recorded (a 34.3% threshold where each pair's own ranges set up to 42.6%) ...
-    assert {n: x.kept for n, x in v.items()} == {n: r["kept"] for n, r in recorded.items()}
+    # the same decisions as recorded (a 34.3% threshold where each pair's own ranges set up to 42.6%), but for the
+    # whole plan: recorded as kept (it beat the baseline) though it was not applied; kept now means applied ...
+    assert {n: x.kept for n, x in v.items()} == {n: r["kept"] and n != "plan" for n, r in recorded.items()}
+    assert recorded["plan"]["kept"] and not v["plan"].kept
     assert v["batch=64+workers=14"].why == "+45.9% over batch=64 beats the noise threshold 34.0%"
     assert {c.key: c.after for c in kept} == h["kept"] == {"batch": 64, "workers": 14}
     # ... but the whole plan, +20% over what was kept, is now undecided against it: more repeats of both
@@ -314,8 +316,8 @@ def test_the_h200_trials_that_applied_the_slower_set_now_run_the_whole_plan_agai
     v = {x.candidate: x for x in verdicts}
     assert noise.df == 12 and noise.deviation == pytest.approx(0.103, abs=0.001)  # six configurations, 18 trials
     # +20.2% against a threshold of 20.9% (the kept set's own 12% deviation above the machine's 10%): undecided, so
-    # the plan runs again with the kept set's candidate
-    assert {c.key for c in kept} == {"batch", "workers"} and v["plan"].kept and v["plan"].inconclusive
+    # the plan runs again with the kept set's candidate (not kept until it is what gets applied)
+    assert {c.key for c in kept} == {"batch", "workers"} and not v["plan"].kept and v["plan"].inconclusive
     assert v["plan"].versus == "batch=64+workers=14"
     assert "+20.2% over what was kept (batch=64+workers=14), within the noise threshold 20.9%" in v["plan"].why
     assert "plan" in {c.name for c in undecided(verdicts, cands)}
@@ -325,6 +327,7 @@ def test_the_h200_trials_that_applied_the_slower_set_now_run_the_whole_plan_agai
     verdicts2, _, kept2, _ = judge(more, cands)
     v2 = {x.candidate: x for x in verdicts2}
     assert "applied whole: +19.7% over batch=64+workers=14 beats the noise threshold 17.0%" in v2["plan"].why
+    assert v2["plan"].kept
     assert {c.key: c.after for c in kept2} == {"batch": 64, "workers": 14, "compile": "reduce-overhead",
                                                "deterministic": False}
     assert undecided(verdicts2, cands) == []
@@ -408,6 +411,39 @@ def test_a_change_whose_loss_clearly_moved_is_not_repeated():
     assert v["batch=64+workers=14+amp=bf16"].rejected and v["batch=64+workers=14+amp=bf16"].runs == 2
 
 
+def test_the_h200_unsafe_trials_on_one_machine_keep_batch_and_workers_and_leave_the_safe_part_undecided():
+    # fix-unsafe on the H200 (lease eaa50845, 2026-12-04, --max-reps 2), the first real run of the safe part and the
+    # settled loss: 17 trials. batch 128, batch 128 + workers and the plan ran once (their loss 22-33% worse than
+    # unchanged training's after 12,352 images); bf16 at batch 64 was rejected on its loss (+4.7%, band 2.4%); the
+    # baseline's repeats 35% apart (203, 290) set a pooled deviation of 10.9%, so compile (+10.3%) and the safe part
+    # (+10.5% over batch 64 + workers 14) stayed undecided - two repeats could not tell - and batch + workers applied
+    from yolodoctor.fixing.trials import rounds
+
+    h, plan, rs = _recorded("h200-fix-unsafe-eaa50845.json", "h200-fix-unsafe-eaa50845-events")
+    cands = candidates(plan)
+    part = "batch=64+workers=14+compile=reduce-overhead+deterministic=False"
+    assert [c.name for c in cands] == [v["candidate"] for v in h["trials"]["verdicts"]] and cands[-1].name == part
+    once = {"batch=128", "batch=128+workers=14", "plan"}
+    assert len(rs) == 17 and {r.candidate for r in rs if r.rep == 1} == {c.name for c in cands} - once
+    verdicts, spread, kept, noise = judge(rs, cands)
+    v = {x.candidate: x for x in verdicts}
+    assert spread == pytest.approx(0.352, abs=0.001) and noise.deviation == pytest.approx(0.109, abs=0.001)
+    assert {c.key: c.after for c in kept} == h["kept"] == {"batch": 64, "workers": 14}
+    assert all(v[n].rejected for n in once | {"batch=64+workers=14+amp=bf16"})
+    assert "its loss is +4.7% against unchanged training's after 12352 images" in v["batch=64+workers=14+amp=bf16"].why
+    assert v[part].inconclusive and v[part].versus == "batch=64+workers=14"
+    assert "+10.5% over what was kept (batch=64+workers=14), within the noise threshold 25.8%" in v[part].why
+    # recorded as kept (it beat the baseline), though not applied; kept now means applied
+    assert {x["candidate"]: x["kept"] for x in h["trials"]["verdicts"]}[part] and not v[part].kept
+    # more repeats would have gone to compile, the kept set and the safe part (--max-reps 2 allowed none)
+    assert [c.name for c in undecided(verdicts, cands)] == ["batch=64+workers=14+compile=reduce-overhead",
+                                                            "batch=64+workers=14", part]
+    # replayed round by round, the loss settles the same three after the first round: the same 17 trials
+    recorded = {(r.candidate, r.rep): r for r in rs}
+    t = rounds(cands, lambda c, rep, run_dir: recorded[(c.name, rep)], reps=2, max_reps=2, log=lambda m: None)
+    assert sorted((r.candidate, r.rep) for r in t.runs) == sorted(recorded)
+
+
 def test_the_plans_safe_part_is_applied_whole_when_an_unsafe_change_fails_its_loss_parity():
     # the unsafe plan of the H200 (batch 128 with batch 64 as its fallback, bf16 with none): where the plan fails its
     # loss parity, the safe changes are still measured together - as fix without --allow-unsafe would have them
@@ -441,6 +477,16 @@ def test_the_plans_safe_part_is_applied_whole_when_an_unsafe_change_fails_its_lo
     verdicts, _, kept, _ = judge(runs(table), cands)
     assert {c.key for c in kept} == {"batch", "workers", "compile"}
     assert [c.name for c in undecided(verdicts, cands)] == ["batch=64+workers=14+compile=reduce-overhead", part]
+    assert not {x.candidate: x for x in verdicts}[part].kept  # it beat the baseline, but kept means applied
+    # where the plan learns as unchanged training does and holds what was kept (batch 128 with the workers, the
+    # fastest), the plan is applied whole and its safe part, faster than the baseline too, is not kept
+    table.update({"batch=128": [900, 905], "batch=128+workers=14": [950, 955], "plan": [1200, 1210]})
+    verdicts, _, kept, _ = judge([TrialRun(r.candidate, r.rep, r.run_dir, r.status, None, r.images_per_s, True, [],
+                                           curve(2.0)) for r in runs(table)], cands)
+    v = {x.candidate: x for x in verdicts}
+    assert {c.key: c.after for c in kept} == {"batch": 128, "compile": "reduce-overhead", "amp": "bf16",
+                                              "deterministic": False, "workers": 14}
+    assert v["plan"].kept and not v[part].kept and v[part].why.endswith("; not applied: plan is applied whole")
     # a plan without a change to training has no safe part beside it
     assert not any(c.whole and c.name != "plan" for c in candidates(Plan(changes=[safe, ro, det, w])))
 

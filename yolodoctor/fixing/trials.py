@@ -364,6 +364,11 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
     for c in cands:  # in candidate order
         kept.extend(x for x in c.changes if chosen.get((x.kind, x.key)) is x and all(x is not y for y in kept))
     whole = _measured_together(by, cands, verdicts, kept, noise)
+    for c, v in zip(cands[1:], verdicts[1:]):  # a whole set is kept only where it is what gets applied
+        if c.whole and c is not whole and v.kept:
+            v.kept = False
+            if whole is not None and "not applied whole" not in v.why:
+                v.why += f"; not applied: {whole.name} is applied whole"
     if whole is None:
         return verdicts, spread, kept, noise
     for c, v in zip(cands[1:], verdicts[1:]):  # decided by the whole: no more repeats for what it holds
