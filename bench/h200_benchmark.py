@@ -74,14 +74,14 @@ bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm
                                             #   candidate's first (cold) trial, the applied epoch; then its defaults
                                             #   run 2.1; extra repeats where noise leaves a change undecided, up to
                                             #   --max-reps 4: none there, the whole plan settled them)
-  bash bench/h200_benchmark.sh fix-unsafe   # ~25 min, 3 commands: 17 trials (baseline, batch 128 alone and with
+  bash bench/h200_benchmark.sh fix-unsafe   # ~27 min, 4 commands: 17 trials (baseline, batch 128 alone and with
                                             #   the workers, the batch-64 fallback alone and with them, compile,
                                             #   deterministic and bf16 on batch 64 + workers, the plan and its safe
                                             #   part, twice each, but batch 128 and the plan once where their loss
-                                            #   settles them) plus extra repeats (--max-reps 2: none); lease f32ae53c
-                                            #   measured 21.4 min for 18 trials before the safe part (2 trials and a
-                                            #   cold compile, ~4 min) and the settled loss (3 trials, ~2.5 min); +2.1
-                                            #   for a defaults run when none was recorded on this machine
+                                            #   settles them) plus extra repeats (--max-reps 2: none); lease eaa50845
+                                            #   measured 24.0 min for the fix (profile, 17 trials, the applied run;
+                                            #   two cold compiles of ~140 s), then 2.4 for a defaults run (when none
+                                            #   was recorded on this machine): 27.6 device minutes with the start
   bash bench/h200_benchmark.sh loader       #  ~5 min: 6-8 probes of 20 s plus start-up (cache='ram': + ~30 s)
   bash bench/h200_benchmark.sh sweep        # ~20 min, 3 commands: 14 grid points + the 2 plans (7-9 compiled)
   bash bench/h200_benchmark.sh spread       #  ~2 min: b64-w16 profiled twice
@@ -98,12 +98,11 @@ run (`bash bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`, 3 commands), w
 recorder's grad_scale). A fix part's defaults run comes after the fix, so that a session's device time running out
 cuts the short run, not the trials. Session 9 (2026-12-04) had 4 device minutes, shared with session 8's retry:
 only the GPU tests ran; it added the plan's safe part and the settled loss to the trials (replayed on lease
-f32ae53c). Left, ~2
-sessions of ~25 usable minutes: fix-unsafe on one machine, with the parity against unchanged training, the safe part
-and the settled loss (`bash bench/h200_benchmark.sh fix-unsafe --redo fix-unsafe/fix --max-reps 2`, ~25 min: fix's
-default of 4 repeats would not fit; a machine is another lease each session), the rest of the sweep with its plan
-points and the grid's best again on the plans' machine (`bash bench/h200_benchmark.sh sweep --redo
-sweep/b128-w16-ro-bf16`, ~12 min), compile (~6 min).
+f32ae53c). Done in session 10 (2026-12-04, lease eaa50845, 27.6 device minutes): fix-unsafe on one machine with its
+defaults run (`bash bench/h200_benchmark.sh fix-unsafe --redo fix-unsafe/fix --max-reps 2`, 4 commands; the last
+without --redo: a --redo after the fix was recorded started it again then, now it is only collected). Left, one session of ~20
+device minutes: the rest of the sweep with its plan points and the grid's best again on the plans' machine (`bash
+bench/h200_benchmark.sh sweep --redo sweep/b128-w16-ro-bf16`, ~12 min), then compile (~6 min).
 Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
 the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
 bench/results/h200-benchmark/ (commit it), and `python bench/report_h200.py` shows where things stand.
@@ -589,10 +588,16 @@ class Runner:
         part = "fix-unsafe" if unsafe else "fix-safe"
         units = [Unit("fix", "fix", lambda: self.fix(part, unsafe))]
         pid_file, rec = self.work / part / "fix.pid", self.records(part).get("fix")
-        if rec and pid_file.exists():  # a fix started here after the recorded one (--redo cut short): collect it
+        if rec and pid_file.exists():
             started = json.loads(pid_file.read_text())
-            if started["lease"] == self.machine["lease"] and started["pid"] != rec.get("driver_pid"):
+            here = started["lease"] == self.machine["lease"]
+            if here and started["pid"] != rec.get("driver_pid"):  # started here after the recorded one: collect it
                 self.redo.add(f"{part}/fix")
+            elif here and {"fix", f"{part}/fix"} & self.redo:  # the same command again, after the redone fix ended
+                print(f"  {part}/fix: redone on this machine already (driver pid {started['pid']}); to run it a "
+                      f"third time, remove {pid_file}", file=sys.stderr)
+                self.redo -= {"fix", f"{part}/fix"}
+                self.restart -= {"fix", f"{part}/fix"}
         fix_here = not self.done(part, "fix") or (rec or {}).get("machine", {}).get("lease") == self.machine["lease"]
         if not self.defaults_here() and fix_here:  # applied / defaults within one machine
             # after the fix: the long detached unit first, so that a session's device time running out cuts the short

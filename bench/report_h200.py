@@ -447,6 +447,8 @@ def loader_table(res: dict) -> list[str]:
 
 
 def trial_tables(fx: dict) -> list[str]:
+    """The plan, the findings and one row per candidate. Kept means applied: a whole set that beat the baseline but
+    was not applied whole (recorded as kept before df39bdc) says no."""
     rows = ["Plan: " + ("; ".join(f"{c['key']} {c['before']!r} -> {c['after']!r} ({c['safety']}, {c['reason']})"
                                   for c in fx.get("plan", [])) or "no change"),
             f"Findings on the defaults' profile: {', '.join(fx.get('findings', [])) or 'none'}.", "",
@@ -456,7 +458,7 @@ def trial_tables(fx: dict) -> list[str]:
         reps = [fmt(r.get("images_per_s")) + (f" ({r['host_ms']:.0f} ms)" if r.get("host_ms") else "")
                 for r in tr.get("runs", []) if r["candidate"] == v["candidate"]]
         rows.append(f"| {v['candidate']} | {' '.join(reps)} | {fmt(v.get('median'))} | {fmt(v.get('gain'), '+.1%')} | "
-                    f"{'yes' if v.get('kept') else 'no'} | {v.get('why')} |")
+                    f"{'yes' if v.get('kept') and 'not applied' not in v.get('why', '') else 'no'} | {v.get('why')} |")
     ms = [r["host_ms"] for r in tr.get("runs", []) if r.get("host_ms")]
     if ms:
         rows.append(f"\nIn brackets: the host probe's Python loop just before each trial ({min(ms):.0f} to "

@@ -171,6 +171,23 @@ def test_fix_part_adds_a_defaults_run_on_a_new_machine_and_collects_a_newer_fix(
     assert [u.name for u in hb.Runner(namespace(tmp_path)).units("fix-safe")] == ["fix"]
 
 
+def test_the_same_redo_command_again_after_the_fix_ended_goes_on_to_its_defaults_run(tmp_path, monkeypatch):
+    # lease eaa50845: the fix was recorded by the third `fix-unsafe --redo fix-unsafe/fix` command, its defaults run
+    # did not fit; a fourth command with the same --redo must not start a 24-minute fix again
+    monkeypatch.setattr(hb, "machine", lambda: {"lease": "NEW", "host": "h", "gpu": None})
+    hb.write_json(tmp_path / "r" / "fix-unsafe.json", {"part": "fix-unsafe", "scale": asdict(hb.TINY), "units": {
+        "fix": {"status": "complete", "driver_pid": 12, "machine": {"lease": "NEW"}}}})
+    hb.write_json(tmp_path / "w" / "fix-unsafe" / "fix.pid", {"pid": 12, "lease": "NEW"})
+    r = hb.Runner(namespace(tmp_path, redo=["fix-unsafe/fix"]))
+    assert [u.name for u in r.units("fix-unsafe")] == ["fix", "defaults"]
+    assert r.done("fix-unsafe", "fix") and not r.restart and not r.done("fix-unsafe", "defaults")
+    # on another machine the same --redo runs the fix again there
+    monkeypatch.setattr(hb, "machine", lambda: {"lease": "THIRD", "host": "h", "gpu": None})
+    r = hb.Runner(namespace(tmp_path, redo=["fix-unsafe/fix"]))
+    r.units("fix-unsafe")
+    assert not r.done("fix-unsafe", "fix") and r.restart == {"fix-unsafe/fix"}
+
+
 def test_max_reps_reaches_fix_through_the_detached_driver(tmp_path, monkeypatch):
     """--max-reps goes to the detached driver, from it to `yolodoctor fix`, and into the record; left out, neither
     command carries it (fix's own default)."""
@@ -425,6 +442,18 @@ def test_trial_tables_show_the_host_probe_of_each_trial():
     text = "\n".join(rep.trial_tables(fx))  # the compiled trial is left out of the eager median
     assert ("Where an eager trial's time went (median of 2, from their events): Python start and imports until the "
             "trainer begins 7.5 s, setup 1.0 s, first step (first batch, CUDA and cuDNN start) 9.0 s") in text
+
+
+def test_trial_tables_say_kept_only_for_what_was_applied():
+    # recorded before df39bdc, a whole set that beat the baseline was "kept" though not applied whole
+    fx = fix_rec(600.0, 1.0)
+    fx["trials"]["verdicts"] = [
+        {"candidate": "batch=64", "median": 600.0, "gain": 1.4, "kept": True, "why": "+140% beats the threshold"},
+        {"candidate": "plan", "median": 640.0, "gain": 1.56, "kept": True,
+         "why": "+156% beats the threshold; +6.7% over what was kept (batch=64), within the threshold: not applied "
+                "whole"}]
+    text = "\n".join(rep.trial_tables(fx))
+    assert "| batch=64 |  | 600.0 | +140.0% | yes |" in text and "| plan |  | 640.0 | +156.0% | no |" in text
 
 
 def test_a_second_configuration_run_twice_is_recorded_beside_the_default_pair():
