@@ -446,6 +446,15 @@ def loader_table(res: dict) -> list[str]:
     return rows
 
 
+def applied_words(ap: dict) -> str:
+    """What fix applied, as key=value words (its record names the applied run 'plan' even where only part of the
+    plan was kept, and the whole plan is a candidate of that name too)."""
+    if ap.get("rolled_back"):
+        return f"nothing (rolled back: {ap.get('rollback_reason')})"
+    words = [f"{k}={v}" for k, v in {**(ap.get("args") or {}), **(ap.get("other") or {})}.items()]
+    return " ".join(words) or "nothing"
+
+
 def trial_tables(fx: dict) -> list[str]:
     """The plan, the findings and one row per candidate. Kept means applied: a whole set that beat the baseline but
     was not applied whole (recorded as kept before df39bdc) says no."""
@@ -473,9 +482,7 @@ def trial_tables(fx: dict) -> list[str]:
                     f"first step (first batch, CUDA and cuDNN start) {med['first_step_s']:.1f} s, the other steps "
                     f"{med['steps_s']:.1f} s, to the run's end {med['end_s']:.1f} s; {med['total_s']:.1f} s in all.")
     ap = fx.get("applied") or {}
-    rows.append(f"\nApplied: {ap.get('applied')} ({ap.get('status')})"
-                + (f", rolled back: {ap.get('rollback_reason')}" if ap.get("rolled_back") else "")
-                + f"; arguments {ap.get('args') or {}}" + (f", also {ap['other']}" if ap.get("other") else "") + ".")
+    rows.append(f"\nApplied ({ap.get('status')}): {applied_words(ap)}.")
     return rows
 
 
@@ -566,8 +573,7 @@ def body(res: dict) -> str:
         L.append(f"| {part}: applied / defaults, steady img/s | >= {x['goal']}x | {fmt(x.get('ratio'), '.2f')}x"
                  + (f" ({x['ips'][0]:.1f} -> {x['ips'][1]:.1f})" if x.get("ips") else "")
                  + f" | {_yn(x.get('met'), x.get('ratio_machines'))} | whole runs, "
-                 f"{x.get('ratio_machines', 'not measured')}; applied: {ap.get('applied')}"
-                 + (f" (rolled back: {ap.get('rollback_reason')})" if ap.get("rolled_back") else "")
+                 f"{x.get('ratio_machines', 'not measured')}; applied: {applied_words(ap)}"
                  + (f"; trials ({x['trial_ratio'][0]} vs baseline, bounded): {x['trial_ratio'][1]:.2f}x"
                     if x.get("trial_ratio") else "") + " |")
         for key, what in (("vs_best", "best swept"), ("vs_best_safe", "best safe swept")):

@@ -454,6 +454,12 @@ def test_trial_tables_say_kept_only_for_what_was_applied():
                 "whole"}]
     text = "\n".join(rep.trial_tables(fx))
     assert "| batch=64 |  | 600.0 | +140.0% | yes |" in text and "| plan |  | 640.0 | +156.0% | no |" in text
+    # what was applied, by its arguments: fix names the applied run "plan" whatever part of the plan it holds
+    fx["applied"] = {"status": "complete", "applied": "plan", "rolled_back": False, "args": {"batch": 64},
+                     "other": {"PYTORCH_ALLOC_CONF": "expandable_segments:True"}}
+    assert "Applied (complete): batch=64 PYTORCH_ALLOC_CONF=expandable_segments:True." in rep.trial_tables(fx)[-1]
+    fx["applied"].update(rolled_back=True, rollback_reason="crashed")
+    assert rep.trial_tables(fx)[-1] == "\nApplied (complete): nothing (rolled back: crashed)."
 
 
 def test_a_second_configuration_run_twice_is_recorded_beside_the_default_pair():
