@@ -444,6 +444,24 @@ def test_the_h200_unsafe_trials_on_one_machine_keep_batch_and_workers_and_leave_
     assert sorted((r.candidate, r.rep) for r in t.runs) == sorted(recorded)
 
 
+def test_loss_parity_reads_only_the_runs_that_ran_what_was_asked():
+    # a repeat whose settings were not what was asked learned something else: its curve is not the candidate's, in
+    # the verdict's recorded parity as in loss_settled
+    from yolodoctor.fixing.trials import loss_settled
+
+    bf = Change("args", "amp", True, "bf16", "PR202 t", "unsafe", changes_training=True)
+    cands = candidates(Plan(changes=[Change("args", "cache", None, "ram", "IO t"), bf]))
+    rs = [TrialRun(n, i, "/r", "complete", None, v, True, [], curve(2.0))
+          for n, vals in {"baseline": [100, 101], "cache=ram": [103, 104], "amp=bf16": [120, 121],
+                          "plan": [125, 126]}.items() for i, v in enumerate(vals)]
+    rs.append(TrialRun("amp=bf16", 2, "/r", "complete", None, 119, True, ["amp: asked 'bf16', ran fp16"], curve(3.0)))
+    verdicts, _, _, _ = judge(rs, cands)
+    v = {x.candidate: x for x in verdicts}
+    assert v["amp=bf16"].why.startswith("what ran is not what was asked")
+    assert v["amp=bf16"].parity["within"] and abs(v["amp=bf16"].parity["rel"]) < 0.01
+    assert "amp=bf16" not in loss_settled(rs, cands)
+
+
 def test_the_plans_safe_part_is_applied_whole_when_an_unsafe_change_fails_its_loss_parity():
     # the unsafe plan of the H200 (batch 128 with batch 64 as its fallback, bf16 with none): where the plan fails its
     # loss parity, the safe changes are still measured together - as fix without --allow-unsafe would have them

@@ -302,8 +302,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
                         f"what ran is not what was asked: {r.mismatch[0]}" for r in ref_rs
                         if r.status != "complete" or r.mismatch), None)
         alters = any(x.changes_training for x in c.changes)  # an unsafe change: faster is not enough (DESIGN.md 3)
-        par = parity(unchanged, [r.loss_curve or [] for r in rs if r.status == "complete"]) if alters else \
-            safe_par.get(c.name)
+        par = parity(unchanged, _curves(rs)) if alters else safe_par.get(c.name)  # as loss_settled reads them
         need = _need(ok, ref_vals)
         held, versus, rejected = False, None, False
         if failed:
