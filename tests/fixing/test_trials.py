@@ -565,6 +565,20 @@ def test_the_whole_plan_is_applied_when_no_change_is_kept_alone_but_together_the
     assert kept3 == [] and "not applied whole: workers=16 was rejected on its own" in verdicts3[-1].why
 
 
+def test_a_whole_plan_with_nothing_to_measure_it_against_is_not_kept():
+    # two changes kept each on its own, no candidate holding exactly both: the plan (both and batch=32) beat the
+    # baseline, but there is no measurement of the kept pair to hold it to - the pair is applied, the plan is not
+    cands = candidates(plan_of(("cache", "ram"), ("deterministic", False), ("batch", 32)))
+    rs = (runs("baseline", [100, 101, 99, 102]) + runs("cache=ram", [130, 131, 129, 132])
+          + runs("deterministic=False", [125, 126, 124, 127]) + runs("batch=32", [100, 102, 99, 101])
+          + runs("plan", [150, 151, 149, 152]))
+    verdicts, _, kept, _ = judge(rs, cands)
+    v = {x.candidate: x for x in verdicts}
+    assert [c.key for c in kept] == ["cache", "deterministic"]
+    assert not v["plan"].kept and v["plan"].why.endswith(
+        "; not applied whole: no candidate holds exactly the kept changes, to measure it against")
+
+
 def trial_from(table):
     """A trial runner that replays numbers: candidate -> list of images/s, one per repeat (in the order asked)."""
     calls = []

@@ -366,8 +366,9 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
     for c, v in zip(cands[1:], verdicts[1:]):  # a whole set is kept only where it is what gets applied
         if c.whole and c is not whole and v.kept:
             v.kept = False
-            if whole is not None and "not applied whole" not in v.why:
-                v.why += f"; not applied: {whole.name} is applied whole"
+            if "not applied whole" not in v.why:
+                v.why += (f"; not applied: {whole.name} is applied whole" if whole is not None else
+                          "; not applied whole: no candidate holds exactly the kept changes, to measure it against")
     if whole is None:
         return verdicts, spread, kept, noise
     for c, v in zip(cands[1:], verdicts[1:]):  # decided by the whole: no more repeats for what it holds
