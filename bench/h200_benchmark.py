@@ -100,7 +100,7 @@ cuts the short run, not the trials. Session 9 (2026-12-04) had 4 device minutes,
 only the GPU tests ran; it added the plan's safe part and the settled loss to the trials (replayed on lease
 f32ae53c). Done in session 10 (2026-12-04, lease eaa50845, 27.6 device minutes): fix-unsafe on one machine with its
 defaults run (`bash bench/h200_benchmark.sh fix-unsafe --redo fix-unsafe/fix --max-reps 2`, 4 commands; the last
-without --redo: a --redo after the fix was recorded started it again then, now it is only collected). Left, one
+without --redo: it would have started the fix again then; now --redo is honoured once a machine). Left, one
 session of ~20 device minutes: the rest of the sweep with its plan points and the grid's best again on the plans'
 machine (`bash bench/h200_benchmark.sh sweep --redo sweep/b128-w16-ro-bf16`, ~12 min), then compile (~6 min).
 Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
@@ -403,12 +403,20 @@ class Runner:
         self.scale: Scale = a.scale
         self.work, self.results = Path(a.work), Path(a.results)
         self.budget, self.t0 = a.budget_s, time.monotonic()
-        self.redo, self.tries, self.names = set(a.redo or []), a.fix_try or [], a.grid
+        self.tries, self.names = a.fix_try or [], a.grid
         self.max_reps = a.max_reps  # fix --max-reps (None: fix's own default)
-        self.restart = set(self.redo)  # a fix named here is started again; one added later is only collected
         self.spread_config, self.compile_config = a.spread_config, a.compile_config
         self.pyspy_s = getattr(a, "py_spy", 0) or 0
         self.machine = machine()
+        # --redo UNIT is honoured once a machine: the same command again (exit 3: call again) goes on from there
+        self.redone_file = self.work / "redone.json"
+        self.redone: dict[str, str] = json.loads(self.redone_file.read_text()) if self.redone_file.exists() else {}
+        self.asked = set(a.redo or [])
+        for u in sorted(x for x in self.asked if self.redone.get(x) == self.machine["lease"]):
+            print(f"  {u}: redone on this machine already; to run it again here, remove {self.redone_file}",
+                  file=sys.stderr)
+        self.redo = {x for x in self.asked if self.redone.get(x) != self.machine["lease"]}
+        self.restart = set(self.redo)  # a fix named here is started again; one added later is only collected
         self.detached: subprocess.Popen | None = None  # the fix driver this runner started
         self.data = self.work / f"ds{self.scale.images}" / "data.yaml"
         self.res = load_results(self.results)
@@ -438,7 +446,14 @@ class Runner:
         doc = self.res.setdefault(part, {"part": part, "scale": asdict(self.scale), "units": {}})
         doc["units"][unit] = rec
         write_json(self.results / f"{part}.json", doc)
+        self.mark_redone({unit, f"{part}/{unit}"} & self.redo)
         self.redo -= {unit, f"{part}/{unit}"}
+
+    def mark_redone(self, labels: set[str]) -> None:
+        """The units asked for by --redo that were redone (recorded; a detached fix: started) on this machine."""
+        if labels & self.asked:
+            self.redone.update(dict.fromkeys(labels & self.asked, self.machine["lease"]))
+            write_json(self.redone_file, self.redone)
 
     def records(self, part: str) -> dict[str, dict]:
         return self.res.get(part, {}).get("units", {})
@@ -590,14 +605,9 @@ class Runner:
         pid_file, rec = self.work / part / "fix.pid", self.records(part).get("fix")
         if rec and pid_file.exists():
             started = json.loads(pid_file.read_text())
-            here = started["lease"] == self.machine["lease"]
-            if here and started["pid"] != rec.get("driver_pid"):  # started here after the recorded one: collect it
+            # a fix started here after the recorded one (--redo cut short): collect it
+            if started["lease"] == self.machine["lease"] and started["pid"] != rec.get("driver_pid"):
                 self.redo.add(f"{part}/fix")
-            elif here and {"fix", f"{part}/fix"} & self.redo:  # the same command again, after the redone fix ended
-                print(f"  {part}/fix: redone on this machine already (driver pid {started['pid']}); to run it a "
-                      f"third time, remove {pid_file}", file=sys.stderr)
-                self.redo -= {"fix", f"{part}/fix"}
-                self.restart -= {"fix", f"{part}/fix"}
         fix_here = not self.done(part, "fix") or (rec or {}).get("machine", {}).get("lease") == self.machine["lease"]
         if not self.defaults_here() and fix_here:  # applied / defaults within one machine
             # after the fix: the long detached unit first, so that a session's device time running out cuts the short
@@ -633,6 +643,7 @@ class Runner:
             self.detached = self.call(cmd, d / "fix-driver.out", d / "fix-driver.log", new_session=True)
             started = {"pid": self.detached.pid, "lease": self.machine["lease"], "started": today()}
             write_json(pid_file, started)
+            self.mark_redone({"fix", f"{part}/fix"})  # a later call collects this one, even after it ended
             print(f"{part}: fix started detached (pid {self.detached.pid})", file=sys.stderr)
         while not done_file.exists():
             if self.detached is not None:
@@ -889,7 +900,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--work", help="run directories, logs, dataset [bench/out/h200]")
     r.add_argument("--results", help="result JSON per part [bench/results/h200-benchmark]")
     r.add_argument("--redo", nargs="+", metavar="UNIT", help="run these units again: UNIT or PART/UNIT "
-                   "(e.g. sweep/b64-w16 fix-safe/fix)")
+                   "(e.g. sweep/b64-w16 fix-safe/fix); once a machine: the same command again goes on from there")
     r.add_argument("--tiny", action="store_true", help="the CPU scale (see the docstring)")
     for k, t in (("images", int), ("val-images", int), ("size", str), ("imgsz", int), ("epochs", int),
                  ("model", str), ("steps", int), ("loader-seconds", float), ("reps", int)):

@@ -171,17 +171,37 @@ def test_fix_part_adds_a_defaults_run_on_a_new_machine_and_collects_a_newer_fix(
     assert [u.name for u in hb.Runner(namespace(tmp_path)).units("fix-safe")] == ["fix"]
 
 
-def test_the_same_redo_command_again_after_the_fix_ended_goes_on_to_its_defaults_run(tmp_path, monkeypatch):
-    # lease eaa50845: the fix was recorded by the third `fix-unsafe --redo fix-unsafe/fix` command, its defaults run
-    # did not fit; a fourth command with the same --redo must not start a 24-minute fix again
+def test_redo_is_honoured_once_a_machine(tmp_path, fake, monkeypatch):
+    # lease eaa50845: a fourth `fix-unsafe --redo fix-unsafe/fix` command, after the third had recorded the fix, would
+    # have started the 24-minute fix again; the same command again now goes on from where the last one stopped
+    assert hb.cmd_run(namespace(tmp_path, budget=1000)) == 0
+    assert hb.cmd_run(namespace(tmp_path, budget=60, redo=["sweep/u2", "sweep/u4"])) == hb.CALL_AGAIN
+    assert fake.calls[4:] == ["u2"]  # 60 s: u2 (40), then not u4
+    assert hb.cmd_run(namespace(tmp_path, budget=100, redo=["sweep/u2", "sweep/u4"])) == 0
+    assert fake.calls[5:] == ["u4"]  # u2 was redone on this machine already
+    assert json.loads((tmp_path / "w" / "redone.json").read_text()) == {"sweep/u2": "L1", "sweep/u4": "L1"}
+    monkeypatch.setattr(hb, "machine", lambda: {"lease": "L2", "host": "h", "gpu": None})
+    assert hb.cmd_run(namespace(tmp_path, budget=1000, redo=["sweep/u2"])) == 0  # another machine: again
+    assert fake.calls[6:] == ["u2"]
+
+
+def test_a_redone_fix_is_collected_by_the_next_calls_not_started_again(tmp_path, monkeypatch):
+    # the fix is marked redone when it starts: a later call with the same --redo collects it, also where it ended
+    # between two calls and was not recorded yet, and once recorded goes on to the defaults run
     monkeypatch.setattr(hb, "machine", lambda: {"lease": "NEW", "host": "h", "gpu": None})
-    hb.write_json(tmp_path / "r" / "fix-unsafe.json", {"part": "fix-unsafe", "scale": asdict(hb.TINY), "units": {
-        "fix": {"status": "complete", "driver_pid": 12, "machine": {"lease": "NEW"}}}})
+    old = {"status": "complete", "driver_pid": 11, "machine": {"lease": "OLD"}}
+    hb.write_json(tmp_path / "r" / "fix-unsafe.json", {"part": "fix-unsafe", "scale": asdict(hb.TINY),
+                                                       "units": {"fix": old}})
     hb.write_json(tmp_path / "w" / "fix-unsafe" / "fix.pid", {"pid": 12, "lease": "NEW"})
+    hb.write_json(tmp_path / "w" / "redone.json", {"fix-unsafe/fix": "NEW"})  # as the first call left it
     r = hb.Runner(namespace(tmp_path, redo=["fix-unsafe/fix"]))
     assert [u.name for u in r.units("fix-unsafe")] == ["fix", "defaults"]
-    assert r.done("fix-unsafe", "fix") and not r.restart and not r.done("fix-unsafe", "defaults")
-    # on another machine the same --redo runs the fix again there
+    assert not r.done("fix-unsafe", "fix") and not r.restart  # collected (pid 12 is not the recorded 11), not restarted
+    r.record("fix-unsafe", "fix", {**old, "driver_pid": 12, "machine": {"lease": "NEW"}})
+    r = hb.Runner(namespace(tmp_path, redo=["fix-unsafe/fix"]))
+    assert [u.name for u in r.units("fix-unsafe")] == ["fix", "defaults"]
+    assert r.done("fix-unsafe", "fix") and not r.done("fix-unsafe", "defaults")
+    # on another machine the same --redo starts it again there
     monkeypatch.setattr(hb, "machine", lambda: {"lease": "THIRD", "host": "h", "gpu": None})
     r = hb.Runner(namespace(tmp_path, redo=["fix-unsafe/fix"]))
     r.units("fix-unsafe")
@@ -209,6 +229,10 @@ def test_max_reps_reaches_fix_through_the_detached_driver(tmp_path, monkeypatch)
         assert ("--max-reps" in cmds[-1]) == bool(max_reps)
         if max_reps:
             assert cmds[-1][cmds[-1].index("--max-reps") + 1] == "3" and "--unsafe" in cmds[-1]
+    r = hb.Runner(namespace(tmp_path, redo=["fix-unsafe/fix"]))  # a fix asked again is marked redone when it starts
+    (r.work / "fix-unsafe" / "fix.done.json").unlink()
+    r.fix("fix-unsafe", unsafe=True)
+    assert json.loads((r.work / "redone.json").read_text()) == {"fix-unsafe/fix": "L1"}
     seen = []
     monkeypatch.setattr(hb.subprocess, "call", lambda cmd, **kw: seen.append(cmd) or 0)
     (tmp_path / "d" / "run").mkdir(parents=True)
