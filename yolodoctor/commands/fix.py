@@ -177,6 +177,15 @@ def _print_trials(out, t) -> None:
     if t.noise and t.noise.deviation:
         out.print(f"[dim]Run-to-run noise: {t.noise.deviation:.1%} (relative deviation pooled over the configurations "
                   f"that ran twice or more, {t.noise.df} degrees of freedom); thresholds are a t-test's at 97.5%.[/]")
+    from yolodoctor.fixing.trials import DECIDE_MAX
+
+    for v in t.verdicts:
+        if v.inconclusive:  # faster within the noise after the last repeat fix ran: what would decide it
+            out.print(f"[yellow]{v.candidate}: undecided after {v.runs} repeats. "
+                      + (f"About {v.to_decide} repeats of it and of what it is measured against would tell its gain "
+                         f"from this machine's noise (--max-reps {v.to_decide}).[/]" if v.to_decide else
+                         f"Its gain is too small to tell from this machine's noise in {DECIDE_MAX} repeats: take it "
+                         "as no gain here.[/]"))
     from yolodoctor.profiling.hostprobe import MOVED
 
     hs = t.host_spread

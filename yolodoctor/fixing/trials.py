@@ -64,6 +64,7 @@ T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
         12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
 PAIRS_WON = 0.8
 CLEAR = 2.0  # a loss worse than unchanged training's by this many times its band is not repeated (loss_settled)
+DECIDE_MAX = 20  # more repeats of each than this to tell a gain from the noise: not worth a user's GPU time
 
 
 @dataclass
@@ -105,6 +106,7 @@ class Verdict:
     inconclusive: bool = False  # held back by noise alone: more repeats could decide it
     versus: str | None = None  # what it was undecided against, where that is not its reference
     rejected: bool = False  # its trials failed, ran something else, could not be timed or failed loss parity
+    to_decide: int | None = None  # undecided: repeats of each side that would tell its gain from the noise
 
 
 @dataclass
@@ -263,6 +265,16 @@ class Noise:
         se2 = sum(max(self.deviation, _rsd(g) if len(g) >= 2 else 0.0) ** 2 / len(g) for g in (a, b))
         return max(t * math.sqrt(se2), MIN_GAIN)
 
+    def repeats_to_decide(self, gain: float) -> int | None:
+        """How many repeats of each side would put the threshold under ``gain`` at this noise (the t of today's
+        degrees of freedom: more repeats only lower it), or None: no noise measured, a gain under MIN_GAIN (never
+        kept), or more than DECIDE_MAX repeats. An estimate: a side noisier than the pooled deviation needs more."""
+        if not self.deviation or self.df < 1 or gain <= MIN_GAIN:
+            return None
+        t = T975[max(k for k in T975 if k <= self.df)]
+        n = max(2, math.ceil(2 * (t * self.deviation / gain) ** 2 + 1e-9))
+        return n if n <= DECIDE_MAX else None
+
 
 def _rsd(g: list[float]) -> float:
     """Relative standard deviation of repeats (two or more)."""
@@ -348,7 +360,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             why, keep = f"{gain:+.1%} is within the noise threshold {limit:.1%}", False
             held = gain > MIN_GAIN
         verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why, par, inconclusive=held, versus=versus,
-                                rejected=rejected))
+                                rejected=rejected, to_decide=_to_decide(noise, held, ok, ref_vals, base, versus)))
     # the kept changes: kept candidates merged fastest first, each whole or not at all - one that sets a key to
     # another value than a faster one did is left out with everything it brings (a change comes with the
     # requirements it ran with: no batch=32 under a compile that was measured at batch 128); not the whole sets here
@@ -424,6 +436,17 @@ def _curves(rs: list[TrialRun]) -> list[list[tuple[int, float]]]:
     return [r.loss_curve or [] for r in rs if r.status == "complete" and not r.mismatch]
 
 
+def _to_decide(noise: Noise, held: bool, ok: list[float], ref: list[float], base: list[float] | None = None,
+               versus: str | None = None) -> int | None:
+    """For a candidate held back by noise: the repeats of each side that would tell its gain over what it is
+    undecided against (its reference, or the baseline) from the noise, at least one more than it had."""
+    against = base if versus == "baseline" else ref
+    if not held or not ok or not against:
+        return None
+    n = noise.repeats_to_decide(statistics.median(ok) / statistics.median(against) - 1)
+    return max(n, len(ok) + 1) if n else None
+
+
 def _need(ok: list[float], ref: list[float]) -> float:
     """The share of pairs of repeats a candidate must win: all of them at two repeats each, PAIRS_WON beyond."""
     return 1.0 if len(ok) <= 2 and len(ref) <= 2 else PAIRS_WON
@@ -467,6 +490,7 @@ def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], ve
                      f"faster in only {pairs_won(ok, ref_vals):.0%} of the pairs of repeats")
             v.why += f"; {gain:+.1%} over what was kept ({ref.name}), {short}: not applied whole"
             v.inconclusive, v.versus = True, ref.name
+            v.to_decide = _to_decide(noise, True, ok, ref_vals)
     return best
 
 
