@@ -131,13 +131,14 @@ def test_live_facts_over_a_rolling_window_of_a_recorded_run(tmp_path):
     assert "DL201" in [x.id for x in appeared]
 
 
-def _applied_h200_facts(part: str) -> dict:
-    """The facts the H200 benchmark recorded of fix --apply's relaunched run (bench/results; issue 6)."""
+def _applied_h200_facts(run_id: str) -> dict:
+    """The facts the H200 benchmark recorded of fix --apply's relaunched run (issue 6), as kept in
+    fixtures/trials/h200-applied-runs.json: bench/results holds only each part's latest run."""
     import json
 
-    rec = json.loads((ROOT / "bench/results/h200-benchmark" / f"{part}.json").read_text())["units"]["fix"]
+    rec = json.loads((ROOT / "fixtures/trials/h200-applied-runs.json").read_text())[run_id]
     run = rec["applied_run"]
-    cores = float(rec["machine"]["cores"])
+    cores = float(rec["cores"])
     f = {**run["facts"], "run.device": "cuda", "run.images_per_s": run["steady_ips"], "cpu.usable": cores,
          "cpu.count": cores, "settings.workers": float(run["settings"]["workers"]),
          "run.batch": float(run["settings"]["batch"]), "settings.nbs": 64.0, "run.step_s": run["step_s_median"],
@@ -146,7 +147,18 @@ def _applied_h200_facts(part: str) -> dict:
     return f
 
 
-@pytest.mark.parametrize("part,ips,cap", [("fix-safe", 964, 1008), ("fix-unsafe", 817, 898)])
+def test_an_applied_run_left_host_bound_names_the_host_side_not_the_loader():
+    # lease eaa50845: fix-unsafe applied batch 64 + 14 workers (compile undecided in its trials); the relaunched run
+    # had no data wait, the GPU 38% busy and a loader 36% faster than the training: what is left is the host's
+    # per-step work - batch 128 (unsafe: beyond nbs) and the syncs - and the loader is not named
+    findings, outcomes = evaluate(load_rules(), _applied_h200_facts("fix-unsafe-eaa50845"))
+    assert [f.id for f in findings] == ["LA203", "SY201"]
+    assert "Host-bound at batch 64 with the GPU 38% busy" in findings[0].message
+    state = {o.rule: o.state for o in outcomes}
+    assert (state["DL206"], state["DL202"]) == ("false", "false")
+
+
+@pytest.mark.parametrize("part,ips,cap", [("fix-safe-5d8a742d", 964, 1008), ("fix-unsafe-f32ae53c", 817, 898)])
 def test_the_loader_at_capacity_names_the_cpu_after_the_gpu_side_is_fixed(part, ips, cap):
     # the applied runs on the H200 (leases 5d8a742d and f32ae53c): no data wait, NVML about half busy, every core
     # busy, a loader that alone made 4-10% more than the training took; the rules of the time named only bf16
