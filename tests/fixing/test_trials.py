@@ -606,6 +606,18 @@ def test_a_whole_plan_with_nothing_to_measure_it_against_is_not_kept():
         "; not applied whole: no candidate holds exactly the kept changes, to measure it against")
 
 
+def test_what_the_applied_whole_holds_is_decided_and_needs_no_repeats():
+    cands = candidates(plan_of(("cache", "ram"), ("deterministic", False)))
+    rs = (runs("baseline", [100, 110]) + runs("cache=ram", [108, 118]) + runs("deterministic=False", [100, 110])
+          + runs("plan", [150, 155]))
+    v = {x.candidate: x for x in judge(rs, cands)[0]}
+    assert v["plan"].kept  # applied whole: cache=ram (+8%, inside the noise) came in with it, decided
+    assert not v["cache=ram"].inconclusive and v["cache=ram"].to_decide is None
+    # without the plan's run it is undecided, with the repeats that would tell
+    v = {x.candidate: x for x in judge([r for r in rs if r.candidate != "plan"], cands)[0]}
+    assert v["cache=ram"].inconclusive and 3 <= v["cache=ram"].to_decide <= 20
+
+
 def trial_from(table):
     """A trial runner that replays numbers: candidate -> list of images/s, one per repeat (in the order asked)."""
     calls = []

@@ -385,7 +385,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
         return verdicts, spread, kept, noise
     for c, v in zip(cands[1:], verdicts[1:]):  # decided by the whole: no more repeats for what it holds
         if v.inconclusive and all(any(x is y for y in whole.changes) for x in c.changes):
-            v.inconclusive = False
+            v.inconclusive, v.to_decide = False, None
     return verdicts, spread, list(whole.changes), noise
 
 
