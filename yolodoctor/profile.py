@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from yolodoctor import SCHEMA, __version__
 from yolodoctor.errors import InputError
-from yolodoctor.rundir import open_regular, write_json_atomic
+from yolodoctor.rundir import not_a_run_dir, open_regular, write_json_atomic
 
 PROFILE = "profile.json"
 EVENTS = "events.jsonl"
@@ -99,8 +99,7 @@ def load(run_dir: str | Path) -> Profile:
     """Read a run directory's profile.json; anything unreadable is an InputError (exit 2), in one sentence."""
     path = Path(run_dir) / PROFILE
     if not Path(run_dir).is_dir():
-        raise InputError(f"{run_dir} is a file, not a run directory" if Path(run_dir).exists() else
-                         f"run directory not found: {run_dir}")
+        raise InputError(not_a_run_dir(run_dir))
     try:
         with open_regular(path) as fh:  # not a FIFO or a link to /dev/zero from a run directory made elsewhere
             raw = json.loads(fh.read())

@@ -25,6 +25,12 @@ def new_run_dir(base: str | Path | None = None, name: str = "profile") -> Path:
     raise OSError(f"no free run directory name under {base}")
 
 
+def not_a_run_dir(run_dir: str | Path) -> str:
+    """Why a path given as a run directory is not one: a file there, or nothing."""
+    return (f"{run_dir} is a file, not a run directory" if Path(run_dir).exists() else
+            f"run directory not found: {run_dir}")
+
+
 def exclusive_dir(path: str | Path) -> Path:
     """Create exactly ``path`` (its parents as needed); an existing path is refused, never reused."""
     path = Path(path)

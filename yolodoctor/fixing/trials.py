@@ -360,7 +360,8 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             why, keep = f"{gain:+.1%} is within the noise threshold {limit:.1%}", False
             held = gain > MIN_GAIN
         verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why, par, inconclusive=held, versus=versus,
-                                rejected=rejected, to_decide=_to_decide(noise, held, ok, ref_vals, base, versus)))
+                                rejected=rejected,
+                                to_decide=_to_decide(noise, held, ok, base if versus == "baseline" else ref_vals)))
     # the kept changes: kept candidates merged fastest first, each whole or not at all - one that sets a key to
     # another value than a faster one did is left out with everything it brings (a change comes with the
     # requirements it ran with: no batch=32 under a compile that was measured at batch 128); not the whole sets here
@@ -436,11 +437,9 @@ def _curves(rs: list[TrialRun]) -> list[list[tuple[int, float]]]:
     return [r.loss_curve or [] for r in rs if r.status == "complete" and not r.mismatch]
 
 
-def _to_decide(noise: Noise, held: bool, ok: list[float], ref: list[float], base: list[float] | None = None,
-               versus: str | None = None) -> int | None:
+def _to_decide(noise: Noise, held: bool, ok: list[float], against: list[float]) -> int | None:
     """For a candidate held back by noise: the repeats of each side that would tell its gain over what it is
-    undecided against (its reference, or the baseline) from the noise, at least one more than it had."""
-    against = base if versus == "baseline" else ref
+    undecided against (its reference, the baseline, or the kept set) from the noise, at least one more than it had."""
     if not held or not ok or not against:
         return None
     n = noise.repeats_to_decide(statistics.median(ok) / statistics.median(against) - 1)

@@ -53,8 +53,9 @@ def run(words: list[str], command: list[str], *, refresh: float, steps: int | No
         source = RunDirSource(run_dir, rules=rules, launch=launch)
     elif run_dir is not None:
         if not run_dir.is_dir():
-            raise InputError(f"{run_dir} is a file, not a run directory" if Path(run_dir).exists() else
-                             f"run directory not found: {run_dir}")
+            from yolodoctor.rundir import not_a_run_dir
+
+            raise InputError(not_a_run_dir(run_dir))
         source = RunDirSource(run_dir, rules=rules)
     else:
         source = MachineSource(rules=rules)
