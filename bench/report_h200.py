@@ -59,6 +59,12 @@ def same_machine(*recs: dict | None) -> str:
     return "one machine" if len(ls) == 1 else f"DIFFERENT machines (leases {', '.join(sorted(map(str, ls)))})"
 
 
+def where(rec: dict | None) -> str:
+    """The machine a record was measured on, in words: its lease and its GPU."""
+    m = (rec or {}).get("machine") or {}
+    return f"lease {m.get('lease') or '?'}" + (f", {m['gpu']}" if m.get("gpu") else "")
+
+
 def defaults_for(res: dict, rec: dict | None) -> dict | None:
     """The defaults' whole run, from the machine that ran ``rec`` when there is one."""
     cands = [r for r in (units(res, "defaults").get("defaults"), units(res, "fix-safe").get("defaults"),
@@ -242,12 +248,17 @@ def figures(res: dict) -> dict[str, Any]:
             if td and tp:
                 f["planned"] = {"defaults": td, "plan": tp, "saved_s": td["total_s"] - tp["total_s"]}
         sw = units(res, "sweep").get("plan-" + part[4:])
+        base = units(res, "sweep").get(hb.DEFAULTS.name)  # the defaults' own point, measured like the plan's
+        if ok(sw) and ok(base):
+            r = sw["steady_ips"] / base["steady_ips"]
+            f["sweep_ratio"] = {"ratio": r, "ips": (base["steady_ips"], sw["steady_ips"]), "met": r >= GOALS[part],
+                                "machines": same_machine(sw, base), "where": where(sw)}
         for key, top in (("vs_best", best), ("vs_best_safe", best_swept(res, safe=True) if part == "fix-safe"
                                              else None)):
             if top and ok(sw):
                 r = sw["steady_ips"] / top["steady_ips"]
-                f[key] = {"ratio": r, "how": "sweep (bounded, like the grid)", "machines": same_machine(sw, top),
-                          "met": r >= GOAL_BEST, "best": top["config"]}
+                f[key] = {"ratio": r, "how": "sweep (bounded, one run each, like the grid)",
+                          "machines": same_machine(sw, top), "met": r >= GOAL_BEST, "best": top["config"]}
             elif top and ok(applied):
                 r = applied["steady_ips"] / top["steady_ips"]
                 f[key] = {"ratio": r, "how": "applied whole run vs bounded grid run (plan not yet in the sweep)",
@@ -265,6 +276,7 @@ def figures(res: dict) -> dict[str, Any]:
     c = units(res, "compile").get("compile")
     if c:
         out["compile"] = {k: c.get(k) for k in ("config", "cost_cold_s", "cost_warm_s", "compile_mapped_off")}
+        out["compile"]["where"] = where(c)
     return out
 
 
@@ -516,10 +528,11 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
                f"{fmt(fa.get('cpu.total_pct'), '.0f')}% of its {((fx.get('machine') or {}).get('cores')) or '?'} "
                "cores, saturated "
                f"{fmt(fa.get('cpu.saturated_share'), '.0%')} of the time")
+    cp = units(res, "compile").get("compile") or {}
     out.append(f"compile: asked {st.get('compile_requested')!r}, active {st.get('compile_active')}; first-steps "
-               f"excess {fmt(run.get('first_steps_excess_s'))} s (compile part: cold "
-               f"{fmt(units(res, 'compile').get('compile', {}).get('cost_cold_s'))} s, warm "
-               f"{fmt(units(res, 'compile').get('compile', {}).get('cost_warm_s'))} s)")
+               f"excess {fmt(run.get('first_steps_excess_s'))} s (compile part: cold {fmt(cp.get('cost_cold_s'))} s, "
+               f"warm {fmt(cp.get('cost_warm_s'))} s"
+               + (f", {where(cp)}" if cp and lease(cp) != lease(fx) else "") + ")")
     tr = fx.get("trials") or {}
     kept = fx.get("kept") or {}
     verdicts = {v["candidate"]: v for v in tr.get("verdicts", [])}
@@ -548,7 +561,11 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
         # the run's length (long_enough's epochs, warmup_epochs, val) is how the point was measured, not a knob
         diff = {k: v for k, v in (best.get("args") or {}).items()
                 if plan_args.get(k, False) != v and k not in ("epochs", "warmup_epochs", "val")}
-        out.append(f"best swept {best['config']} ({best['steady_ips']:.0f} img/s) differs from the plan in "
+        own = units(res, "sweep").get("plan-" + part[4:])
+        mine = (f" ({where(best)}; the plan's own point there {own['steady_ips']:.0f} img/s, "
+                f"{own['steady_ips'] / best['steady_ips']:.0%} of it)" if ok(own) and lease(own) == lease(best)
+                else f" ({where(best)})" if lease(best) != lease(fx) else "")
+        out.append(f"best swept {best['config']} ({best['steady_ips']:.0f} img/s){mine} differs from the plan in "
                    f"{' '.join(hb.words(diff)) or 'nothing planned'}; the plan dropped: "
                    + ("; ".join(f"{x.get('key')}: {x.get('reason')}" for x in fx.get("dropped", [])) or "nothing"))
     return out
@@ -583,6 +600,11 @@ def body(res: dict) -> str:
                          f"{GOAL_BEST:.0%} | {fmt(vb.get('ratio'), '.0%')} | "
                          f"{_yn(vb.get('met'), vb.get('machines'))} | "
                          f"{', '.join(w for w in (vb.get('how', 'not measured'), vb.get('machines')) if w)} |")
+        sr = x.get("sweep_ratio")
+        if sr:
+            L.append(f"| {part}: plan / defaults in the sweep, steady img/s | >= {x['goal']}x | {sr['ratio']:.2f}x "
+                     f"({sr['ips'][0]:.1f} -> {sr['ips'][1]:.1f}) | {_yn(sr['met'], sr['machines'])} | bounded, one "
+                     f"run each: plan-{part[4:]} over {hb.DEFAULTS.name}, {sr['machines']} ({sr['where']}) |")
         p = x.get("planned")
         if p:
             L.append(f"| {part}: time saved over {PLANNED_EPOCHS} epochs | - | {p['saved_s'] / 3600:.2f} h "
@@ -614,7 +636,7 @@ def body(res: dict) -> str:
     c = f.get("compile")
     if c:
         L.append(f"| compile cost, {c['config']} | - | cold {fmt(c['cost_cold_s'], '.0f')} s, warm "
-                 f"{fmt(c['cost_warm_s'], '.0f')} s | - | first steps' excess over eager"
+                 f"{fmt(c['cost_warm_s'], '.0f')} s | - | first steps' excess over eager, one machine ({c['where']})"
                  + ("; compile mapped off at this scale" if c.get("compile_mapped_off") else "") + " |")
     if f.get("best_swept"):
         L.append(f"| best swept configuration | - | {f['best_swept']['name']}: {f['best_swept']['ips']:.1f} img/s "

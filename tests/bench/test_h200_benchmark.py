@@ -325,7 +325,13 @@ def test_figures_ratios_goals_and_the_100_epoch_time():
     assert p["saved_s"] == pytest.approx(p["defaults"]["total_s"] - p["plan"]["total_s"])
     assert f["spread"]["spread"] == pytest.approx(21 / 710.5) and f["spread"]["met"]
     assert safe["loss"]["within"] and not unsafe["loss"]["within"] and safe["loss"]["opt_steps"] == 50
-    assert f["compile"]["cost_cold_s"] == 128.0
+    assert f["compile"]["cost_cold_s"] == 128.0 and f["compile"]["where"] == "lease A"
+    # the plan's point and the defaults' point of the sweep: a second reading of applied / defaults, one machine
+    assert safe["sweep_ratio"]["ratio"] == pytest.approx(900 / 210) and safe["sweep_ratio"]["met"]
+    assert unsafe["sweep_ratio"]["ratio"] == pytest.approx(850 / 210) and unsafe["sweep_ratio"]["met"]
+    assert safe["sweep_ratio"]["machines"] == "one machine"
+    row = next(r for r in rep.body(results()).splitlines() if r.startswith("| fix-safe: plan / defaults in the sweep"))
+    assert "4.29x (210.0 -> 900.0) | yes | bounded, one run each: plan-safe over b16-w8" in row
 
 
 def test_figures_flag_another_machine_and_partial_results():
@@ -389,6 +395,13 @@ def test_report_explains_a_missed_goal_and_writes_its_section(tmp_path, monkeypa
     best.setdefault("args", {}).update(epochs=2, warmup_epochs=0, val=False)  # how a long point ran, not a knob
     diff = next(x for x in rep.explain(res, "fix-safe", {}) if "differs from the plan in" in x)
     assert "differs from the plan in batch=128" in diff and "epochs" not in diff and "val=" not in diff
+    # a best point measured on the plan's own sweep machine is set against the plan's point there
+    assert "b128-w16-ro (1000 img/s) (lease A; the plan's own point there 900 img/s, 90% of it)" in diff
+    res["sweep"]["units"]["b128-w16-ro"]["machine"] = {"lease": "C", "gpu": "NVIDIA H100"}
+    res["compile"]["units"]["compile"]["machine"] = {"lease": "C", "gpu": "NVIDIA H100"}
+    lines = rep.explain(res, "fix-safe", {})
+    assert "b128-w16-ro (1000 img/s) (lease C, NVIDIA H100) differs" in next(x for x in lines if "differs" in x)
+    assert "warm 31.0 s, lease C, NVIDIA H100)" in next(x for x in lines if x.startswith("compile:"))
     assert "### Trials of fix-safe" in text and "| batch=64 |" in text and "bash bench/h200_benchmark.sh" in text
     monkeypatch.setattr(common, "BENCHMARKS", tmp_path / "BENCHMARKS.md")
     assert rep.main(["--results", str(d), "--write"]) == 0

@@ -219,20 +219,27 @@ def test_gpu_side_changes_are_trialled_with_the_loader_ceiling_lifted():
              finding("CF201", 5.0, deterministic=False), finding("IO201", 3.0, cache="ram")]
     p = plan(finds, dict(h200_facts(), **{"check.cache_ram_fits": True}), SETTINGS)
     by = {c.key: c for c in p.changes}
-    assert by["workers"].requires == ["batch"] and by["compile"].requires == ["batch"]  # the planner's own needs
+    # the planner's own needs: CUDA graphs need the batch that ends accumulation, compile needs determinism off
+    assert by["workers"].requires == ["batch"] and by["compile"].requires == ["batch", "deterministic"]
+    assert "inductor neither splits reductions nor autotunes them" in by["compile"].note
     cands = {c.name: c for c in candidates(p)}
-    assert set(cands) == {"baseline", "batch=64", "batch=64+workers=14+compile=reduce-overhead",
+    assert set(cands) == {"baseline", "batch=64", "batch=64+workers=14+deterministic=False+compile=reduce-overhead",
                           "batch=64+workers=14+deterministic=False", "cache=ram", "batch=64+workers=14", "plan"}
-    ro = cands["batch=64+workers=14+compile=reduce-overhead"]
-    assert ro.args == {"batch": 64, "workers": 14, "compile": "reduce-overhead"}
-    assert ro.against == "batch=64+workers=14" and cands["batch=64+workers=14"].against == "batch=64"
+    ro = cands["batch=64+workers=14+deterministic=False+compile=reduce-overhead"]
+    assert ro.args == {"batch": 64, "workers": 14, "deterministic": False, "compile": "reduce-overhead"}
+    assert ro.against == "batch=64+workers=14+deterministic=False"
+    assert cands["batch=64+workers=14"].against == "batch=64"
     assert cands["batch=64+workers=14+deterministic=False"].against == "batch=64+workers=14"
     assert cands["cache=ram"].against == "baseline"  # the loader side stays alone
     # no workers change (the loader keeps up): nothing is stacked
     calm = plan(finds[:3], dict(h200_facts(), **{"loader.capacity_images_per_s": 5000.0}), SETTINGS)
     assert "workers" not in calm.args
-    assert {c.name for c in candidates(calm)} == {"baseline", "batch=64", "batch=64+compile=reduce-overhead",
-                                                  "deterministic=False", "plan"}
+    assert {c.name for c in candidates(calm)} == {"baseline", "batch=64", "deterministic=False",
+                                                  "batch=64+deterministic=False+compile=reduce-overhead",
+                                                  "batch=64+deterministic=False"}  # the last holds the whole plan
+    # deterministic left as it is: compile needs only the batch
+    alone = plan(finds[:2], dict(h200_facts(), **{"loader.capacity_images_per_s": 5000.0}), SETTINGS)
+    assert {c.key: c for c in alone.changes}["compile"].requires == ["batch"]
 
 
 def test_an_unsafe_driver_gets_the_workers_too_and_the_safe_changes_stack_on_its_fallback():
@@ -247,14 +254,13 @@ def test_an_unsafe_driver_gets_the_workers_too_and_the_safe_changes_stack_on_its
     assert p.args["batch"] == 128 and [(c.key, c.after) for c in p.fallbacks] == [("batch", 64)]
     cands = {c.name: c for c in candidates(p)}
     assert set(cands) == {"baseline", "batch=128", "batch=128+workers=14", "batch=64", "batch=64+workers=14",
-                          "batch=64+workers=14+compile=reduce-overhead", "batch=64+workers=14+deterministic=False",
-                          "batch=64+workers=14+amp=bf16", "plan",
-                          "batch=64+workers=14+compile=reduce-overhead+deterministic=False"}  # the plan's safe part
+                          "batch=64+workers=14+deterministic=False", "batch=64+workers=14+amp=bf16", "plan",
+                          # compile on what it requires, which is also the plan's safe part: one candidate, not two
+                          "batch=64+workers=14+deterministic=False+compile=reduce-overhead"}
     assert cands["batch=128+workers=14"].against == "batch=128" and cands["batch=64+workers=14"].against == "batch=64"
-    assert not any(x.changes_training for x in cands["batch=64+workers=14+compile=reduce-overhead+deterministic=False"]
-                   .changes)
-    assert cands["batch=64+workers=14+compile=reduce-overhead"].against == "batch=64+workers=14"
-    assert not any(x.changes_training for x in cands["batch=64+workers=14+compile=reduce-overhead"].changes)
+    ro = cands["batch=64+workers=14+deterministic=False+compile=reduce-overhead"]
+    assert ro.against == "batch=64+workers=14+deterministic=False" and not ro.whole
+    assert not any(x.changes_training for x in ro.changes)
     assert any(x.changes_training for x in cands["batch=128+workers=14"].changes)
 
 
@@ -277,7 +283,8 @@ def test_no_stacking_where_the_workers_rest_on_an_unsafe_change_without_a_usable
              finding("CF201", 5.0, deterministic=False)]
     p = plan(finds, h200_facts(), SETTINGS, allow_unsafe=True)
     assert p.fallbacks == [] and "workers" in p.args
-    assert {c.name for c in candidates(p)} == {"baseline", "batch=128", "batch=128+compile=reduce-overhead",
+    assert {c.name for c in candidates(p)} == {"baseline", "batch=128", "batch=128+deterministic=False",
+                                               "batch=128+deterministic=False+compile=reduce-overhead",
                                                "deterministic=False", "batch=128+workers=14", "plan"}
     # a fallback that accumulates gradients (batch 32 at nbs 64) cannot carry CUDA graphs: not stacked on either
     finds32 = [*finds, finding("MM202", 1.0, batch=32)]
@@ -285,7 +292,7 @@ def test_no_stacking_where_the_workers_rest_on_an_unsafe_change_without_a_usable
     assert [(c.key, c.after) for c in p32.fallbacks] == [("batch", 32)]
     names = {c.name for c in candidates(p32)}
     assert "batch=32+workers=14+compile=reduce-overhead" not in names and "batch=32" in names
-    assert "batch=128+compile=reduce-overhead" in names
+    assert "batch=128+deterministic=False+compile=reduce-overhead" in names
 
 
 def test_the_whole_plan_is_trialled_where_no_candidate_holds_exactly_it():

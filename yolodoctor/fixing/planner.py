@@ -213,8 +213,26 @@ def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any
                 p.fallbacks.append(safe)
     p.changes.sort(key=lambda c: -(c.seconds_saved_per_epoch or 0))
     _cuda_graphs_without_accumulation(p, facts, settings, args)
+    _compile_without_determinism(p)
     _loader_keeps_up(p, facts, settings)
     return p
+
+
+def _compile_without_determinism(p: Plan) -> None:
+    """Where the plan turns deterministic off, its compile change requires that, so that compile is trialled the way it
+    would run. Under torch.use_deterministic_algorithms(True) (Ultralytics' deterministic=True) inductor neither splits
+    reductions nor picks reduction kernels by benchmark (torch/_inductor/ir.py: supports_split;
+    runtime/triton_heuristics.py: filtered reduction configs), so a compiled trial at deterministic=True measures a
+    handicapped compile. Measured on an H100 host (lease c90b1773, bench/results/h200-benchmark sweep, one bounded run
+    each): batch 64 with 16 workers ran 1332 images/s eager, 1124 compiled and 1144 with CUDA graphs at
+    deterministic=True, while batch 64, 14 workers, CUDA graphs and deterministic=False ran 1448."""
+    comp = next((c for c in p.changes if c.kind == "args" and c.key == "compile" and c.after), None)
+    det = next((c for c in p.changes if c.kind == "args" and c.key == "deterministic" and c.after is False), None)
+    if comp is None or det is None or "deterministic" in comp.requires:
+        return
+    comp.requires.append("deterministic")
+    comp.note = ((comp.note + "; ") if comp.note else "") + (
+        "tried with deterministic=False: in deterministic mode inductor neither splits reductions nor autotunes them")
 
 
 def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -> None:
