@@ -100,9 +100,11 @@ cuts the short run, not the trials. Session 9 (2026-12-04) had 4 device minutes,
 only the GPU tests ran; it added the plan's safe part and the settled loss to the trials (replayed on lease
 f32ae53c). Done in session 10 (2026-12-04, lease eaa50845, 27.6 device minutes): fix-unsafe on one machine with its
 defaults run (`bash bench/h200_benchmark.sh fix-unsafe --redo fix-unsafe/fix --max-reps 2`, 4 commands; the last
-without --redo: it would have started the fix again then; now --redo is honoured once a machine). Left, one
-session of ~20 device minutes: the rest of the sweep with its plan points and the grid's best again on the plans'
-machine (`bash bench/h200_benchmark.sh sweep --redo sweep/b128-w16-ro-bf16`, ~12 min), then compile (~6 min).
+without --redo: it would have started the fix again then; now --redo is honoured once a machine). Done in session
+11 (2026-12-05, lease c90b1773: an H100 80GB HBM3 host, no H200 came; 25.5 device minutes): the whole sweep on one
+machine (14 grid points and both plans; ~11 min there) and compile (2.7 min): `bash bench/h200_benchmark.sh sweep
+compile --grid NAMES --redo sweep/NAME ...` over a few commands (BENCHMARKS.md's notes have them). Nothing is left;
+to measure the grid again on another machine, name its points with --redo (each is honoured once a machine).
 Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
 the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
 bench/results/h200-benchmark/ (commit it), and `python bench/report_h200.py` shows where things stand.
