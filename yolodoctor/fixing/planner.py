@@ -14,7 +14,9 @@ estimated gain, then checks each change against measured constraints:
             micro-batch with the next and the step crashes ("accessing tensor output of CUDAGraphs that has been
             overwritten", pytorch/pytorch#169545; seen on the H200 at batch 16). Below that it becomes
             compile=True (inductor without CUDA graphs); where the batch change of the same plan is what removes the
-            accumulation, the compile change `requires` it and is trialled on top of it.
+            accumulation, the compile change `requires` it and is trialled on top of it. Where the plan also turns
+            deterministic off, compile requires that too (_compile_without_determinism: inductor is handicapped in
+            deterministic mode)
 
 Unsafe changes (those that change what is trained, or that must be proven by a trial, like cudnn.benchmark) are
 kept only with ``allow_unsafe``; a change that alters the optimisation (``changes_training``: the effective batch,
