@@ -16,6 +16,10 @@
 #     typing-inspection==0.4.5 common-expression-language==0.10.0 prompt_toolkit==3.0.52 wcwidth \
 #     textual==6.12.0 mdit-py-plugins==0.7.0 platformdirs==4.14.9      (textual: the monitor, bench/monitor_headless.py)
 # (the CEL package imports prompt_toolkit); carry .whl and install them first (see the device tool's README).
+# The carry is 64 MiB with the repo: where device-wheels brings polars 2.x with its 54 MB runtime (Ultralytics
+# reads results.csv with it), swap them for one older wheel (session 11: 67 MiB otherwise):
+#   rm .whl/polars*.whl; python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#     --platform manylinux_2_17_x86_64 -d .whl polars==1.20.0      (32 MB, any polars >= 0.20 serves)
 set -uo pipefail
 OUT_DIR=${OUT_DIR:-bench/out/gpu3}
 DATA_DIR=${DATA_DIR:-bench/out/ds8k}
