@@ -693,7 +693,7 @@ class Runner:
         for part in ("fix-safe", "fix-unsafe"):
             fx = self.records(part).get("fix") or {}
             if fx.get("applied", {}).get("applied") == "plan":
-                out["plan-" + part[4:]] = {**self.defaults_args(), **fx["applied"]["args"]}
+                out[plan_unit(part)] = {**self.defaults_args(), **fx["applied"]["args"]}
         return out
 
     def part_loader(self) -> list[Unit]:
@@ -755,6 +755,11 @@ class Runner:
             ex = rec[name].get("first_steps_excess_s")
             rec[f"cost_{name}_s"] = ex - base if ex is not None and base is not None else None
         return rec
+
+
+def plan_unit(part: str) -> str:
+    """The sweep unit of a fix part's applied plan: fix-safe -> plan-safe."""
+    return "plan-" + part[4:]
 
 
 def _tail(path: Path, n: int = 600) -> str | None:

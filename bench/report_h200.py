@@ -247,7 +247,7 @@ def figures(res: dict) -> dict[str, Any]:
             td, tp = planned_time(d), planned_time(applied)
             if td and tp:
                 f["planned"] = {"defaults": td, "plan": tp, "saved_s": td["total_s"] - tp["total_s"]}
-        sw = units(res, "sweep").get("plan-" + part[4:])
+        sw = units(res, "sweep").get(hb.plan_unit(part))
         base = units(res, "sweep").get(hb.DEFAULTS.name)  # the defaults' own point, measured like the plan's
         if ok(sw) and ok(base):
             r = sw["steady_ips"] / base["steady_ips"]
@@ -561,7 +561,7 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
         # the run's length (long_enough's epochs, warmup_epochs, val) is how the point was measured, not a knob
         diff = {k: v for k, v in (best.get("args") or {}).items()
                 if plan_args.get(k, False) != v and k not in ("epochs", "warmup_epochs", "val")}
-        own = units(res, "sweep").get("plan-" + part[4:])
+        own = units(res, "sweep").get(hb.plan_unit(part))
         mine = (f" ({where(best)}; the plan's own point there {own['steady_ips']:.0f} img/s, "
                 f"{own['steady_ips'] / best['steady_ips']:.0%} of it)" if ok(own) and lease(own) == lease(best)
                 else f" ({where(best)})" if lease(best) != lease(fx) else "")
@@ -604,7 +604,7 @@ def body(res: dict) -> str:
         if sr:
             L.append(f"| {part}: plan / defaults in the sweep, steady img/s | >= {x['goal']}x | {sr['ratio']:.2f}x "
                      f"({sr['ips'][0]:.1f} -> {sr['ips'][1]:.1f}) | {_yn(sr['met'], sr['machines'])} | bounded, one "
-                     f"run each: plan-{part[4:]} over {hb.DEFAULTS.name}, {sr['machines']} ({sr['where']}) |")
+                     f"run each: {hb.plan_unit(part)} over {hb.DEFAULTS.name}, {sr['machines']} ({sr['where']}) |")
         p = x.get("planned")
         if p:
             L.append(f"| {part}: time saved over {PLANNED_EPOCHS} epochs | - | {p['saved_s'] / 3600:.2f} h "

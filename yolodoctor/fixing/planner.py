@@ -233,8 +233,8 @@ def _compile_without_determinism(p: Plan) -> None:
     if comp is None or det is None or "deterministic" in comp.requires:
         return
     comp.requires.append("deterministic")
-    comp.note = ((comp.note + "; ") if comp.note else "") + (
-        "tried with deterministic=False: in deterministic mode inductor neither splits reductions nor autotunes them")
+    _add_note(comp, "tried with deterministic=False: in deterministic mode inductor neither splits reductions nor "
+                    "autotunes them")
 
 
 def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -> None:
@@ -332,9 +332,13 @@ def _cuda_graphs_without_accumulation(p: Plan, facts: dict[str, Any], settings: 
     if any(c.kind == "args" and c.key == "batch" for c in p.changes) and isinstance(now, (int, float)) \
             and now >= 1 and accumulate(nbs, now) > 1:
         ro.requires = ["batch"]
-        ro.note = ((ro.note + "; ") if ro.note else "") + (
-            f"needs the batch change: at batch {now:.0f} gradient accumulation would crash CUDA graphs "
-            "(pytorch/pytorch#169545)")
+        _add_note(ro, f"needs the batch change: at batch {now:.0f} gradient accumulation would crash CUDA graphs "
+                      "(pytorch/pytorch#169545)")
+
+
+def _add_note(c: Change, text: str) -> None:
+    """Append to a change's note (notes are joined with '; ')."""
+    c.note = f"{c.note}; {text}" if c.note else text
 
 
 def _refuse(c: Change, facts: dict[str, Any], settings: dict[str, Any], allow_unsafe: bool,
