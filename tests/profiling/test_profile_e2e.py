@@ -116,3 +116,29 @@ def test_trace_window_and_loader_capacity_on_cpu(dataset, tmp_path):
     assert 0 < us < 0.02 * 1e6 * prof.summary["step_s_median"], us
     cap = prof.loader_capacity
     assert cap["images_per_s"] > 0 and cap["batches"] > 2 and cap["workers"] == 0
+
+
+SCHEDULE = ("epochs", "batch", "imgsz", "accumulate", "nbs", "warmup_iterations", "close_mosaic", "mosaic",
+            "optimizer", "lr0", "workers", "batches_per_epoch", "images_per_epoch", "amp", "cache")
+
+
+def test_a_bounded_profile_measures_past_a_short_trainings_end_in_the_users_own_schedule(dataset, tmp_path):
+    # the whole training: 3 epochs of 6 batches (18 steps); a bounded profile of 30 steps runs on past its end without
+    # raising the epochs, so warm-up (2 of 3 epochs), mosaic, the optimizer and its lr are the user's run's
+    args = [f"data={dataset}", "imgsz=64", "batch=4", "epochs=3", "close_mosaic=2", "plots=False",
+            f"project={tmp_path / 'ul'}"]
+    whole = yd("profile", *args, "name=whole", "--all", "--loader-seconds", "0", "--no-trace", "--out",
+               tmp_path / "whole", "--json", cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    bounded = yd("profile", *args, "name=bounded", "--steps", "30", "--loader-seconds", "0", "--no-trace", "--out",
+                 tmp_path / "bounded", "--json", cwd=tmp_path)
+    assert bounded.returncode == 0, bounded.stderr[-2000:]
+    w, b = record.load(tmp_path / "whole"), record.load(tmp_path / "bounded")
+    assert w.summary["steps"] == 18 and b.summary["steps"] == 30 and b.summary["bounded"]
+    assert {k: b.settings[k] for k in SCHEDULE} == {k: w.settings[k] for k in SCHEDULE}
+    assert w.settings["warmup_iterations"] == 12 and w.settings["mosaic"] is True  # the phase the settings name
+    steps = [e for e in read_events(tmp_path / "bounded" / "events.jsonl") if e["type"] == "step"]
+    assert {s["epoch"] for s in steps} == {0}  # one measured epoch: no validation or epoch end inside the window
+    assert [s["n"] for s in steps if s.get("wrapped")] == list(range(6, 30))
+    assert all(s["images"] == 4 for s in steps)  # 24 images: full batches only
+    assert b.summary["window"]["valid"] and w.summary["window"]["valid"] is False  # 18 steps: no 10-step window

@@ -1,19 +1,34 @@
-"""How many steps a bounded profile runs by default, and which of them form the steady-state window.
+"""How many steps a bounded profile runs, and which of them form the steady-state window.
 
-Ultralytics' train loader prefetches ``workers x 4`` batches before the first step and keeps that many in flight.
-A window inside that depth measures the queue, not the pipeline (DESIGN.md section 4). So:
+Ultralytics' train loader prefetches ``workers x 4`` batches and keeps that many in flight. While that queue drains,
+the training is fed faster than the loader can produce, so a window inside the drain measures the queue, not the
+pipeline. The window is therefore judged from what the run shows (``window``):
 
-  default steps = max(MIN_STEPS, SETTLE + 3 x depth) + TRACE, depth = workers x prefetch_factor
-  steady window = the steps after SETTLE + depth: the queue filled during start-up has been drained once and
-                  the window spans two more queue depths, long enough for the loader's real rate to show;
-  trace window  = the last TRACE steps (trace.py says why it comes last); they are left out of the steady window.
+  - the queue's occupancy, recorded at every step (``ready``: batches waiting to be consumed): the window starts once
+    the occupancy has reached the level it keeps to the end of the run (full: the GPU side is the limit; empty: the
+    loader is), and is invalid while the occupancy still falls across it (the queue is still draining); the verdict
+    then says how many more steps the drain needs;
+  - the rate itself: the two halves of the window must agree within RATE_TOLERANCE;
+  - at least MIN_WINDOW steps.
+
+Records without occupancy (older runs) fall back to the fixed rule: the window starts after SETTLE + one queue depth
+and needs twice the depth. A bounded profile runs ``default_steps`` and, where the evidence says the queue is still
+draining, up to ``max_steps`` (profiling/recorder.py extends it); it is never cut short by the end of the user's
+epochs (the measured epoch runs on past its last batch, wrapping around the dataset).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
+from typing import Any
+
 SETTLE = 20  # first steps: allocator growth, cuDNN/algorithm selection, lazy init
 MIN_STEPS = 30
+MIN_WINDOW = 10
 PREFETCH_FACTOR = 4
+RATE_TOLERANCE = 0.3  # the window's halves may differ this much in images/s (step times are noisy on a shared CPU)
+MAX_FACTOR = 4  # a bounded profile extended for a draining queue runs at most this many times its default steps
 
 
 def prefetch_depth(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) -> int:
@@ -21,10 +36,104 @@ def prefetch_depth(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) 
 
 
 def default_steps(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) -> int:
+    """SETTLE + 3 queue depths (at least MIN_STEPS), plus the trace window's steps."""
     from yolodoctor.profiling.trace import ACTIVE
 
     return max(MIN_STEPS, SETTLE + 3 * prefetch_depth(workers, prefetch_factor)) + ACTIVE
 
 
+def max_steps(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) -> int:
+    return MAX_FACTOR * default_steps(workers, prefetch_factor)
+
+
 def window_start(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) -> int:
+    """The fixed rule's first window step, for records without occupancy evidence."""
     return SETTLE + prefetch_depth(workers, prefetch_factor)
+
+
+def _n(s: dict[str, Any]) -> int:
+    return s.get("n", s.get("step", 0))
+
+
+def _slope(xs: list[float], ys: list[float]) -> float:
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+
+
+def _rate(steps: list[dict[str, Any]]) -> float | None:
+    t = sum((s.get("wait") or 0) + s["compute"] for s in steps)
+    return sum(s.get("images") or 0 for s in steps) / t if t > 0 else None
+
+
+def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> dict[str, Any]:
+    """The steady window of a run's steps (trace steps left out): ``first_step``, ``steps`` (the records), ``valid``,
+    ``why`` (None when valid), ``needs`` (more steps the run would need, when the evidence can tell), ``evidence``
+    ("occupancy" | "no queue" | "fixed rule" | "given": ``whole``, the steps given are the window)."""
+    plain = [s for s in steps if not s.get("traced")]
+    out: dict[str, Any] = {"prefetch_depth": depth, "needs": None, "why": None}
+    if whole:
+        start, evidence = (_n(steps[0]) if steps else 0), "given"
+    elif depth == 0:
+        start, evidence = SETTLE, "no queue"
+    elif plain and all(isinstance(s.get("ready"), (int, float)) for s in plain if _n(s) >= SETTLE) and \
+            any(_n(s) >= SETTLE for s in plain):
+        start, evidence = _settled_start(plain, depth), "occupancy"
+    else:
+        start, evidence = window_start_from_depth(depth), "fixed rule"
+    win = [s for s in plain if _n(s) >= start]
+    out.update(first_step=start, evidence=evidence, records=win, steps=len(win))
+    why, needs = None, None
+    if evidence == "fixed rule" and len(win) < max(2 * depth, MIN_WINDOW):
+        need = max(2 * depth, MIN_WINDOW)
+        why = (f"only {len(win)} steps after the first {start}; without a record of the queue's occupancy a window "
+               f"needs {need} (twice the loader's prefetch depth of {depth} batches)")
+        needs = need - len(win)
+    elif len(win) < MIN_WINDOW:
+        why, needs = f"only {len(win)} steady steps after the first {start}; a window needs {MIN_WINDOW}", \
+            MIN_WINDOW - len(win)
+    elif evidence == "occupancy" and (drain := _draining(win, depth)) is not None:
+        left, per_step = drain
+        needs = math.ceil(left / per_step) + MIN_WINDOW
+        why = (f"the loader's queue was still draining across the window ({left:.0f} of {depth} prefetched batches "
+               f"left at its end, {per_step:.2f} fewer per step): the rate measured is partly the queue's; about "
+               f"{needs} more steps would reach the loader's own rate")
+    else:
+        half = len(win) // 2
+        r1, r2 = _rate(win[:half]), _rate(win[half:])
+        if r1 and r2 and abs(r2 / r1 - 1) > RATE_TOLERANCE:
+            why = (f"the rate moved {r2 / r1 - 1:+.0%} between the window's halves ({r1:.1f} then {r2:.1f} images/s): "
+                   "the pipeline had not settled")
+            needs = len(win)
+    out.update(valid=why is None, why=why, needs=needs)
+    return out
+
+
+def window_start_from_depth(depth: int) -> int:
+    return SETTLE + depth
+
+
+def _settled_start(steps: list[dict[str, Any]], depth: int) -> int:
+    """The first step after SETTLE at which the queue's occupancy is within tolerance of the level it keeps over the
+    last quarter of the run."""
+    after = [s for s in steps if _n(s) >= SETTLE]
+    tail = after[-max(3, len(after) // 4):]
+    level = statistics.median(s["ready"] for s in tail)
+    tol = max(1.0, 0.1 * depth)
+    return next((_n(s) for s in after if s["ready"] <= level + tol), _n(after[-1]))
+
+
+def _tolerance(depth: int) -> float:
+    return max(2.0, 0.15 * depth)
+
+
+def _draining(win: list[dict[str, Any]], depth: int) -> tuple[float, float] | None:
+    """(batches left at the window's end, fewer per step) where the occupancy still falls across the window by more
+    than the tolerance and is not yet near empty; None otherwise."""
+    xs, ys = [float(_n(s)) for s in win], [float(s["ready"]) for s in win]
+    slope = _slope(xs, ys)
+    tol = _tolerance(depth)
+    end = statistics.fmean(ys) + slope * (xs[-1] - statistics.fmean(xs))
+    if slope < 0 and -slope * (xs[-1] - xs[0]) > tol and end > tol:
+        return end, -slope
+    return None

@@ -6,12 +6,18 @@ the loss) only once the GPU has passed them (``Event.query()``), so it adds no s
 
 Bounding: after ``steps_limit`` steps the recorder sets ``trainer.stop`` and replaces, on this trainer instance
 only, the validation, final evaluation and plotting that Ultralytics would run after a stop, so that a bounded
-profile really ends at its last step. The checkpoint is still written (one save of last.pt): ``Model.train()``
+profile really ends at its last step. A bounded profile measures as many steps as it needs whatever the user's run
+length: its first epoch runs on past the epoch's last batch (the loader wraps around the dataset, full batches only)
+until the bound, so that a one-epoch training of a small dataset is measured in its own phase (the same epochs,
+hence mosaic, warm-up, optimizer and learning rate as the user's run) rather than cut at its end. With
+``extend_to``, the bound moves up to that many steps while the queue's occupancy shows it still draining
+(profiling/bounds.py). The checkpoint is still written (one save of last.pt): ``Model.train()``
 requires one, and a program that trains twice goes on to its second call.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -48,9 +54,13 @@ def allocator_counters(cuda) -> dict[str, int]:
 class Recorder:
     def __init__(self, events: EventWriter, *, steps_limit: int | None = None, rank: int = -1,
                  on_settings: Callable[[dict], None] | None = None, on_workers: Callable[[dict], None] | None = None,
-                 trace=None, on_end: Callable[[Any], None] | None = None) -> None:
+                 trace=None, on_end: Callable[[Any], None] | None = None, extend_to: int | None = None) -> None:
         self.events = events
         self.steps_limit = steps_limit
+        self.extend_to = extend_to  # the most steps a bound may move to while the queue still drains
+        self._timing: list[dict] = []  # host-side timings of this train() call's steps, for the extension's check
+        self.ready: int | None = None
+        self._workers, self._prefetch = 0, None
         self.rank = rank
         self.on_settings = on_settings
         self.on_workers = on_workers
@@ -92,6 +102,7 @@ class Recorder:
         self.steps = 0
         self.bounded = False
         self.cost_s = 0.0
+        self._timing = []
         self.events.write("train_begin", train_index=self.train_index, rank=self.rank, tid=self.tid,
                           trainer=type(trainer).__name__)
 
@@ -100,6 +111,7 @@ class Recorder:
 
         self._cuda = getattr(trainer.device, "type", "cpu") == "cuda"
         settings = effective_settings(trainer)
+        self._workers, self._prefetch = settings.get("workers") or 0, settings.get("prefetch_factor")
         self.events.write("settings", train_index=self.train_index, settings=settings)
         if self.on_settings:
             self.on_settings(settings)
@@ -107,6 +119,8 @@ class Recorder:
 
     def on_train_epoch_start(self, trainer) -> None:
         self._reset_epoch_state()
+        if self.steps_limit and not self.bounded:
+            endless(trainer.train_loader)
         self.epoch_t0 = time.monotonic()
         self.last_end = self.epoch_t0
         self.last_mosaic = _mosaic_on(trainer)
@@ -119,6 +133,7 @@ class Recorder:
         self.wait = now - self.last_end if self.last_end is not None else None
         if self.i == 0:
             self._note_workers(trainer)
+        self.ready = queued(getattr(trainer.train_loader, "iterator", None))
         if self._cuda:
             self.ev_start = self._torch.cuda.Event(enable_timing=True)
             self.ev_start.record()
@@ -132,12 +147,17 @@ class Recorder:
         nb = len(trainer.train_loader)
         n = len(trainer.train_loader.dataset)
         bs = trainer.batch_size
-        images = bs if self.i < nb - 1 else max(n - (nb - 1) * bs, 1)
+        images = getattr(trainer.train_loader, "_yd_last_n", None) or (
+            bs if self.i % nb < nb - 1 else max(n - (nb - 1) * bs, 1))
         rec = {"epoch": trainer.epoch, "i": self.i, "step": self.total_steps, "n": self.steps,
                "train_index": self.train_index,
                "t0": self.t_start, "t1": now, "wait": self.wait, "compute": now - self.t_start, "images": images,
                "batch": bs, "accumulate": trainer.accumulate, "warmup": self._in_warmup(trainer, nb),
                "lr": _num(trainer.optimizer.param_groups[0]["lr"]) if trainer.optimizer else None}
+        if self.ready is not None:
+            rec["ready"] = self.ready
+        if self.i >= nb:
+            rec["wrapped"] = True  # past the user's epoch: the measurement wrapped around the dataset
         if self.trace is not None and self.trace.prof is not None:
             rec["traced"] = True
         loss = getattr(trainer, "loss", None)
@@ -166,8 +186,13 @@ class Recorder:
         self.steps += 1
         self.total_steps += 1
         self.last_end = time.monotonic()
-        if self.steps_limit and self.steps >= self.steps_limit and not self.bounded:
-            self._bound(trainer)
+        if self.steps_limit and not self.bounded:
+            self._timing.append({k: rec[k] for k in ("n", "t0", "t1", "wait", "compute", "images", "ready")
+                                 if k in rec})
+            if self.extend_to and self.steps == self._check_at():
+                self._maybe_extend()
+            if self.steps >= self.steps_limit:
+                self._bound(trainer)
 
     def on_train_epoch_end(self, trainer) -> None:
         self._flush_ready(wait=True)
@@ -235,6 +260,28 @@ class Recorder:
             if self.on_workers:
                 self.on_workers(roles)
 
+    def _check_at(self) -> int:
+        """The step at which the window is judged: before the trace window where one is still to come (so that an
+        extension moves it to the new end), else at the bound."""
+        t = self.trace
+        pending = t is not None and not t.done and t.prof is None and t.start is not None
+        return min(self.steps_limit, t.start) if pending else self.steps_limit
+
+    def _maybe_extend(self) -> None:
+        """Move the bound while the evidence says the queue is still draining, up to ``extend_to`` steps."""
+        from yolodoctor.profiling import bounds
+
+        depth = bounds.prefetch_depth(self._workers, self._prefetch)
+        traced = self.steps_limit - self._check_at()
+        w = bounds.window(self._timing, depth)
+        if w["valid"] or not w["needs"] or self.steps_limit >= self.extend_to:
+            return
+        new = min(self.extend_to, self.steps_limit + w["needs"])
+        self.events.write("steps_extended", at=self.steps, steps=new, why=w["why"])
+        self.steps_limit = new
+        if traced and self.trace is not None:
+            self.trace.place_at_end(new - 1)
+
     def _bound(self, trainer) -> None:
         """Stop after this step and skip the validation, final evaluation and plots that follow (this trainer only)."""
         self.bounded = True
@@ -244,6 +291,51 @@ class Recorder:
         trainer.plot_metrics = lambda: None
         trainer.args.plots = False
         self.events.write("bounded", step=self.total_steps, train_index=self.train_index)
+
+
+def queued(it: Any) -> int | None:
+    """Batches a multi-process DataLoader iterator holds ready to be consumed (its result queue plus the batches that
+    arrived out of order), read host-side without waiting; None for a single-process loader or another iterator."""
+    task_info, q = getattr(it, "_task_info", None), getattr(it, "_data_queue", None)
+    if task_info is None or q is None:
+        return None
+    try:
+        return int(q.qsize()) + sum(1 for v in list(task_info.values()) if len(v) == 2)
+    except (NotImplementedError, OSError, RuntimeError):  # qsize() is not implemented everywhere (macOS)
+        return None
+
+
+def endless(loader: Any) -> None:
+    """Make this loader instance's epoch run on past its last batch (an InfiniteDataLoader's persistent iterator
+    repeats the dataset): the user's ``len(loader)`` batches first, then full batches only (a partial last batch is a
+    new shape that a compiled or cudnn-tuned model would re-tune for). ``_yd_last_n`` holds the size of the batch just
+    yielded. Loaders without a persistent ``iterator`` are left as they are."""
+    cls = type(loader)
+    if not hasattr(loader, "iterator") or getattr(cls, "_yd_endless", False):
+        return
+
+    def __iter__(self):
+        if self.iterator is None:
+            self.iterator = self._get_iterator()
+        full = getattr(self, "batch_size", None)
+        for k in itertools.count():
+            batch = next(self.iterator)
+            n = _batch_size(batch)
+            if k >= len(self) and full and n is not None and n < full:
+                continue
+            self._yd_last_n = n
+            yield batch
+
+    try:
+        loader.__class__ = type(f"Endless{cls.__name__}", (cls,), {"__iter__": __iter__, "_yd_endless": True})
+    except TypeError:  # a class that cannot be swapped: the epoch ends where the user's does
+        pass
+
+
+def _batch_size(batch: Any) -> int | None:
+    img = batch.get("img") if isinstance(batch, dict) else None
+    shape = getattr(img, "shape", None)
+    return int(shape[0]) if shape else None
 
 
 def _mosaic_on(trainer) -> bool:
@@ -286,6 +378,9 @@ def effective_settings(trainer) -> dict[str, Any]:
                               and not first.is_contiguous()),
         "accumulate": trainer.accumulate,
         "nbs": args.nbs,
+        "optimizer": type(trainer.optimizer).__name__ if trainer.optimizer is not None else None,
+        "lr0": _initial_lr(trainer.optimizer),
+        "seed": args.seed,
         "warmup_iterations": trainer._get_warmup_iterations(len(loader)) if loader is not None else None,
         "close_mosaic": args.close_mosaic,
         "mosaic": _mosaic_on(trainer),
@@ -300,6 +395,14 @@ def effective_settings(trainer) -> dict[str, Any]:
         "val": args.val,
         "torch": torch.__version__,
     }
+
+
+def _initial_lr(optimizer) -> float | None:
+    """The learning rate the optimizer was built with (Ultralytics resolves it for optimizer='auto' from the run's
+    iterations, hence its epochs and dataset size)."""
+    groups = getattr(optimizer, "param_groups", None) or []
+    lr = groups[0].get("initial_lr", groups[0].get("lr")) if groups else None
+    return _num(lr) if lr is not None else None
 
 
 def grad_scale(trainer) -> float | None:

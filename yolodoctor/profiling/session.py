@@ -67,15 +67,16 @@ class Session:
 
     def _on_settings(self, settings: dict) -> None:
         if self.spec.get("steps") == "auto":
-            self.recorder.steps_limit = bounds.default_steps(settings.get("workers") or 0,
-                                                             settings.get("prefetch_factor"))
-            self.events.write("steps_limit", steps=self.recorder.steps_limit,
-                              rule="SETTLE + 3 x workers x prefetch_factor")
+            workers, pf = settings.get("workers") or 0, settings.get("prefetch_factor")
+            self.recorder.steps_limit = bounds.default_steps(workers, pf)
+            self.recorder.extend_to = bounds.max_steps(workers, pf)
+            self.events.write("steps_limit", steps=self.recorder.steps_limit, extend_to=self.recorder.extend_to,
+                              rule="SETTLE + 3 x workers x prefetch_factor, more while the queue still drains")
         if self.trace is not None and not self.trace.done:
             self.trace.cuda = str(settings.get("device", "")).startswith("cuda")
-            limit = self.recorder.steps_limit
+            limit = self.recorder.steps_limit  # a bounded run reaches it whatever the epochs (recorder.endless)
             planned = (settings.get("epochs") or 0) * (settings.get("batches_per_epoch") or 0)
-            last = min(limit, planned) if limit and planned else (limit or planned)
+            last = limit or planned
             if last:
                 self.trace.place_at_end(last - 1)
             if settings.get("compile_requested") == "reduce-overhead":

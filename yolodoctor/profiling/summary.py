@@ -18,11 +18,17 @@ def summarise(events: list[dict], settings: dict[str, Any] | None = None) -> dic
     trains = sorted({e.get("train_index", 0) for e in steps_of(events)})
     if len(trains) <= 1:
         t = trains[0] if trains else 0
-        return summarise_train(steps_of(events), settings or settings_of(events, t)) | _recorder_cost(events, t)
-    per = [summarise_train([s for s in steps_of(events) if s.get("train_index", 0) == t], settings_of(events, t))
-           | _recorder_cost(events, t) | {"train_index": t} for t in trains]
+        return summarise_train(steps_of(events), settings or settings_of(events, t), began=_began(events, t)) \
+            | _recorder_cost(events, t)
+    per = [summarise_train([s for s in steps_of(events) if s.get("train_index", 0) == t], settings_of(events, t),
+                           began=_began(events, t)) | _recorder_cost(events, t) | {"train_index": t} for t in trains]
     main = max(per, key=lambda d: d["steps"])
     return {**main, "per_train": per}
+
+
+def _began(events: list[dict], train_index: int) -> float | None:
+    return next((e["t"] for e in events if e.get("type") == "train_begin" and e.get("train_index", 0) == train_index
+                 and isinstance(e.get("t"), (int, float))), None)
 
 
 def _recorder_cost(events: list[dict], train_index: int) -> dict[str, Any]:
@@ -38,7 +44,7 @@ def settings_of(events: list[dict], train_index: int = 0) -> dict[str, Any]:
 
 
 def window_start(settings: dict[str, Any]) -> int:
-    """The first step of a run's steady window (profiling/bounds.py), from its effective settings."""
+    """The fixed rule's first window step (profiling/bounds.py), from a run's effective settings."""
     return bounds.window_start(settings.get("workers") or 0, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
 
 
@@ -47,22 +53,24 @@ def in_window(steps: list[dict], start: int) -> list[dict]:
     return [s for s in steps if s.get("n", s["step"]) >= start and not s.get("traced")]
 
 
-def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = False) -> dict[str, Any]:
-    """``whole``: the steps given are the window (a rolling window of a live run), not a run from its start."""
+def depth_of(settings: dict[str, Any]) -> int:
+    return bounds.prefetch_depth(settings.get("workers") or 0,
+                                 settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
+
+
+def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = False,
+                    began: float | None = None) -> dict[str, Any]:
+    """``whole``: the steps given are the window (a rolling window of a live run), not a run from its start.
+    ``began``: when this train() call began (its ``train_begin`` event); with it, ``one_off_s`` is the time the run
+    took to reach its steady window beyond what its images before the window take at the steady rate (setup, filling
+    a RAM cache, compiling, the first slow steps): what a change costs once, whatever the run's length."""
     out: dict[str, Any] = {"steps": len(steps), "images": sum(s.get("images") or 0 for s in steps)}
     if not steps:
         return out
     out["seconds"] = steps[-1]["t1"] - (steps[0]["t0"] - (steps[0].get("wait") or 0))
-    depth = bounds.prefetch_depth(settings.get("workers") or 0,
-                                  settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
-    start = steps[0].get("n", steps[0]["step"]) if whole else window_start(settings)
-    window = in_window(steps, start)
-    out["window"] = {"first_step": start, "steps": len(window), "prefetch_depth": depth,
-                     "valid": len(window) >= max(2 * depth, 10),
-                     "why": None}
-    if not out["window"]["valid"]:
-        out["window"]["why"] = (f"only {len(window)} steps after the first {start}; a trustworthy window needs at "
-                                f"least {max(2 * depth, 10)} (twice the loader's prefetch depth of {depth} batches)")
+    w = bounds.window(steps, depth_of(settings), whole=whole)
+    window = w.pop("records")
+    out["window"] = w
     if len(window) < 2:
         window = steps[len(steps) // 2:] or steps  # report something, marked invalid above
     span = window[-1]["t1"] - window[0]["t0"] + (window[0].get("wait") or 0)
@@ -82,6 +90,10 @@ def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = F
         "gpu_ms_median": _median(s.get("gpu_ms") for s in window),
         "loss_finite": all(s.get("loss") is None or isinstance(s.get("loss"), (int, float)) for s in steps),
     })
+    if began is not None and out["images_per_s"] and out["window"]["valid"] and not whole:
+        before = sum(s.get("images") or 0 for s in steps if s.get("n", s["step"]) < out["window"]["first_step"])
+        reached = window[0]["t0"] - (window[0].get("wait") or 0)
+        out["one_off_s"] = max(0.0, reached - began - before / out["images_per_s"])
     return out
 
 
