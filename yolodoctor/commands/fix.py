@@ -83,22 +83,51 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
     if verify and p.changes:
         from yolodoctor.fixing.trials import run_trials
 
+        st = d.profile.settings or {}
         trials = run_trials(dict(replay), p, out_dir=_fresh(run_dir.parent / f"trials-{run_dir.name}"), reps=reps,
-                            max_reps=max(max_reps or reps, reps), log=log, command=command)
+                            max_reps=max(max_reps or reps, reps), log=log, command=command,
+                            planned_images=planned_images(st), seed=_seed(st, replay))
         chosen = trials.kept
-    applied = _apply(replay, chosen, run_dir, log, command) if apply else None
+    applied = None
+    if apply and chosen:
+        applied = _apply(replay, chosen, run_dir, log, command)
+    elif apply:  # nothing to change: relaunching the same training would only repeat it
+        why = ("fix --verify kept no change: the original arguments stand" if verify and p.changes else
+               "the plan holds no change: the original arguments stand")
+        log(f"not relaunched: {why}")
+        applied = {"relaunched": False, "status": "not-relaunched", "why": why, "run_dir": None,
+                   "rolled_back": False, "attempts": [], "changes": []}
     if as_json:
         report.dump_json(report.envelope("fix", d.findings, d.facts, run_dir=str(run_dir), plan=p.to_dict(),
                                          trials=trials.to_dict() if trials else [], applied=applied))
-        return 0 if not applied or applied["status"] == "complete" else 1
+        return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
     out = stdout_console()
     _print_plan(out, run_dir, p)
     if trials:
         _print_trials(out, trials)
-    if applied:
+    if applied and not applied.get("relaunched", True):
+        out.print(f"\n[bold]not relaunched[/]: {applied['why']}" + (
+            " (tried and measured: " + ", ".join(f"{v.candidate} {v.gain:+.0%}" for v in trials.verdicts[1:]
+                                                  if v.gain is not None) + ")" if trials else ""))
+    elif applied:
         out.print(f"\n[bold]applied[/]: {applied['run_dir']} ({applied['status']})"
                   + (f" - [yellow]rolled back[/]: {applied['rollback_reason']}" if applied["rolled_back"] else ""))
-    return 0 if not applied or applied["status"] == "complete" else 1
+    return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
+
+
+def planned_images(settings: dict[str, Any]) -> float | None:
+    """The images the user's training processes: epochs x images per epoch, from its effective settings."""
+    e, n = settings.get("epochs"), settings.get("images_per_epoch")
+    return float(e * n) if isinstance(e, (int, float)) and isinstance(n, (int, float)) and e > 0 and n > 0 else None
+
+
+def _seed(settings: dict[str, Any], args: dict[str, Any]) -> int:
+    for v in (settings.get("seed"), args.get("seed")):
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            continue
+    return 0
 
 
 def _fresh(path: Path) -> Path:
@@ -117,8 +146,7 @@ def _apply(base_args: dict[str, Any], changes, run_dir: Path, log, command: list
     from yolodoctor.errors import Interrupted
     from yolodoctor.profiling.runner import run_profile, stopped_by_signal
 
-    attempts = [("plan", changes)] if changes else []
-    attempts.append(("original arguments", []))
+    attempts = [("plan", changes), ("original arguments", [])]
     result: dict[str, Any] = {"rolled_back": False, "attempts": []}
     for name, cs in attempts:
         changed, env, flags = split(cs)
@@ -132,7 +160,7 @@ def _apply(base_args: dict[str, Any], changes, run_dir: Path, log, command: list
             raise Interrupted(f"{prof.reason}: fix --apply stopped; the run so far is saved in {out}, marked "
                               "incomplete", code)
         result["attempts"].append({"name": name, "run_dir": str(out), "status": prof.status, "reason": prof.reason})
-        result.update(run_dir=str(out), status=prof.status, applied=name,
+        result.update(run_dir=str(out), status=prof.status, applied=name, relaunched=True,
                       changes=[c.to_dict() for c in cs])
         if prof.status == "complete":
             break

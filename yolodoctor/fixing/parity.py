@@ -1,22 +1,18 @@
-"""Loss parity: does a change that changes training (precision, batch above nbs, ...) still learn as well?
+"""Loss parity: does a change still learn as well as unchanged training, beyond how much unchanged training itself
+varies?
 
-A trial of such a change is kept only when, besides being faster, its loss is not worse than unchanged training's
-after the same number of training images: a user's run is a number of epochs, so a change that halves the optimizer
-steps (a batch twice nbs) must show that it learns as much from the same images. Unchanged training is the baseline
-and every trial of safe changes (each first held to the baseline's own curve, trials.judge: a safe change must not
-move the loss beyond noise): the baseline's trial, at the smallest batch, is the shortest, and on the H200 its 1920
-images from scratch (15 optimizer steps at batch 128) were decided by the fp16 GradScaler's skipped first steps,
-which flattered bf16 (-11.5%) and sank fp16 batch 128 (+19.5%); over the 12,352 images the safe trials reached,
-bf16 was +3.9% and batch 128 +34% (BENCHMARKS.md, issue-6 notes). Each optimizer step gives one point (images seen
-so far, mean per-image loss of its micro-batches; Ultralytics' loss is summed over the batch and the optimizer steps
-every ``accumulate`` batches). Over the last fifth of the images compared, the points of all runs are pooled per
-side and their means compared; the band is two standard errors of the difference or the reference runs' own
-spread, never below FLOOR (SAFE_FLOOR where trials.judge holds a safe change to the baseline). A lower loss
-passes: parity means "not worse", which is what giving up bit-identical training needs. Points also make the
-comparison immune to the warm-up, when Ultralytics ramps ``accumulate`` up from 1.
+Each optimizer step gives one point (images seen so far, mean per-image loss of its micro-batches; Ultralytics' loss
+is summed over the batch and the optimizer steps every ``accumulate`` batches), so runs of other batch sizes are
+compared after the same images, and the warm-up's ramp of ``accumulate`` does not matter. The comparison takes each
+run's mean over the last fifth of the images compared.
 
-The H200 benchmark compares the applied plan with the defaults at the same number of optimizer steps, as its issue
-asks (``opt_curve`` and ``loss_gap``); safe changes keep the images per optimizer step, so there both axes agree.
+The band is the noise of unchanged training under the user's schedule, measured where it can be: the trials of the
+baseline run with another seed at each repeat, and the trials of training-equivalent changes (workers, cache, ...)
+are unchanged training too (another worker count draws other augmentation streams, as another seed does). The spread
+of those runs' means gives a t-test's band (97.5%, one-sided: a lower loss passes, since parity means "not worse").
+Identical curves (repeats of seeded deterministic training) count once: they measure nothing about that noise. With a
+single reference run, the band falls back to the curves' own noise over the compared images (their scatter around a
+straight line), which cannot see what another seed would do and says so (``band_from``). Never below ``floor``.
 """
 
 from __future__ import annotations
@@ -25,10 +21,10 @@ import statistics
 from typing import Any, Iterable
 
 FLOOR = 0.02  # a relative loss difference under 2% is never called a regression, however small the noise
-# a safe change is held to the baseline over the baseline's short trial only (on the H200 1920 images, about 30
-# optimizer steps from scratch, where the GradScaler's skipped first steps move the loss by a few percent) and a
-# failure costs the change for good: only a clear move rejects it (the H200's safe trials: 1.2-2.5% below)
+# a training-equivalent change (workers, cache, ...) is only checked for breakage: its loss against the other runs
+# of unchanged training, with this floor under the band, and broken only beyond BROKEN x the band
 SAFE_FLOOR = 0.05
+BROKEN = 2.0
 
 
 def opt_curve(steps: Iterable[dict[str, Any]]) -> list[float]:
@@ -77,35 +73,60 @@ def mean_curve(curves: list[list[float]]) -> list[float]:
 
 def parity(base: list[list[tuple[int, float]]], cand: list[list[tuple[int, float]]],
            floor: float = FLOOR) -> dict[str, Any] | None:
-    """The candidate's loss against the reference's after the same images (both: per-repeat opt_points); None when
-    fewer than 3 optimizer steps of either side fall in the last fifth of the images compared. The reference is
-    training as it was: the baseline's runs and those of candidates that do not change training (trials.judge), so
-    that the longest of them, not the baseline's short trial, sets how far the comparison reaches. ``opt_steps``: the
-    optimizer steps each side took in those images (the fewest of its runs that reach them). The band: two standard
-    errors of the difference, how much worse the worst reference run is than the reference's mean, or ``floor``,
-    whichever is largest. Identical curves (repeats of seeded deterministic training) count once."""
-    # repeats that computed the same curve (seeded, deterministic training) are one measurement, not several
+    """The candidate's loss against the reference's after the same images (both: per-run opt_points); None when
+    fewer than 3 optimizer steps of either side fall in the last fifth of the images compared. The comparison reaches
+    as far as every candidate run and the longest reference run; reference runs that end sooner are left out.
+    ``opt_steps``: the optimizer steps each side took in those images (the fewest of its runs). ``band``: see the
+    module; ``reference_spread``: the relative standard deviation of the reference runs' means (None with one);
+    ``within``: the candidate is not worse than the reference by more than the band."""
     base, cand = ([list(r) for r in dict.fromkeys(tuple(r) for r in side if r)] for side in (base, cand))
     if not base or not cand:
         return None
-    # as far as every candidate run and the longest reference run reach: the reference side may hold runs of other
-    # lengths (the baseline's short trial beside longer safe ones); those that end sooner have no points there
     n = min(min(r[-1][0] for r in cand), max(r[-1][0] for r in base))
     lo = 0.8 * n
     base = [r for r in base if r[-1][0] >= n]  # a run that ends inside the window would weigh its earlier images
-    window = [[y for x, y in r if lo < x <= n] for r in base]
-    xa = [y for w in window for y in w]
-    xb = [y for r in cand for x, y in r if lo < x <= n]
-    if len(xa) < 3 or len(xb) < 3:
+    wa = [[(x, y) for x, y in r if lo < x <= n] for r in base]
+    wb = [[(x, y) for x, y in r if lo < x <= n] for r in cand]
+    if sum(map(len, wa)) < 3 or sum(map(len, wb)) < 3:
         return None
-    ma, mb = statistics.fmean(xa), statistics.fmean(xb)
-    se = (statistics.variance(xa) / len(xa) + statistics.variance(xb) / len(xb)) ** 0.5
-    # unchanged training's own spread: reference runs that differ only by safe changes learn this much worse than
-    # their mean, so a candidate no worse than the worst of them shows no change either
-    means = [statistics.fmean(w) for w in window if w]
-    spread = (max(means) - ma) / ma if len(means) >= 2 and ma else 0.0
-    band = max(2 * se / ma if ma else 0.0, floor, spread)
+    wa, wb = [w for w in wa if w], [w for w in wb if w]
+    ra, rb = [statistics.fmean(y for _, y in w) for w in wa], [statistics.fmean(y for _, y in w) for w in wb]
+    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
     rel = (mb - ma) / ma if ma else 0.0
+    spread = statistics.stdev(ra) / ma if len(ra) >= 2 and ma else None
+    if len(ra) >= 2:  # runs of unchanged training: their spread is the noise, pooled with the candidate's own
+        ss = (len(ra) - 1) * statistics.variance(ra) + ((len(rb) - 1) * statistics.variance(rb) if len(rb) >= 2 else 0)
+        df = len(ra) - 1 + max(len(rb) - 1, 0)
+        se = (ss / df) ** 0.5 * (1 / len(ra) + 1 / len(rb)) ** 0.5
+        band, source = t975(df) * se / ma if ma else 0.0, "runs"
+    else:  # one reference run: the curves' scatter around a straight line over the compared images
+        se = (_scatter(wa) ** 2 / sum(map(len, wa)) + _scatter(wb) ** 2 / sum(map(len, wb))) ** 0.5
+        band, source = 2 * se / ma if ma else 0.0, "curve"
+    band = max(band, floor)
     steps = [min(sum(1 for x, _ in r if x <= n) for r in side) for side in (base, cand)]
-    return {"images": n, "points": [len(xa), len(xb)], "opt_steps": steps, "a": ma, "b": mb, "rel": rel,
-            "band": band, "reference_spread": spread, "within": rel <= band}
+    return {"images": n, "points": [sum(map(len, wa)), sum(map(len, wb))], "runs": [len(ra), len(rb)],
+            "opt_steps": steps, "a": ma, "b": mb, "rel": rel, "band": band, "band_from": source,
+            "reference_spread": spread, "within": rel <= band}
+
+
+# Student's t, 0.975 quantile, by degrees of freedom; between two listed ones the smaller df's (the stricter)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
+
+
+def t975(df: int) -> float:
+    return T975[max(k for k in T975 if k <= max(df, 1))]
+
+
+def _scatter(windows: list[list[tuple[int, float]]]) -> float:
+    """The points' standard deviation around each run's own least-squares line (the trend taken out)."""
+    res = []
+    for w in windows:
+        if len(w) < 3:
+            continue
+        xs, ys = [x for x, _ in w], [y for _, y in w]
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        den = sum((x - mx) ** 2 for x in xs)
+        b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+        res += [y - (my + b * (x - mx)) for x, y in w]
+    return statistics.stdev(res) if len(res) >= 2 else 0.0

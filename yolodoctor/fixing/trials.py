@@ -53,15 +53,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from yolodoctor.fixing.parity import SAFE_FLOOR, opt_points, parity
+from yolodoctor.fixing.parity import BROKEN, SAFE_FLOOR, opt_points, parity, t975
 from yolodoctor.fixing.planner import (LOADER_REASON, LOADER_SIDE, Change, ChangeSet, Plan, accumulate,
                                        requirements)
 from yolodoctor.profiling import hostprobe
 
 MIN_GAIN = 0.03
-# Student's t, 0.975 quantile, by degrees of freedom; between two listed ones the smaller df's (the stricter)
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
 PAIRS_WON = 0.8
 CLEAR = 2.0  # a loss worse than unchanged training's by this many times its band is not repeated (loss_settled)
 DECIDE_MAX = 20  # more repeats of each than this to tell a gain from the noise: not worth a user's GPU time
@@ -87,6 +84,9 @@ class TrialRun:
     mismatch: list[str] = field(default_factory=list)
     loss_curve: list[tuple[int, float]] | None = None  # (images seen, per-image loss) per optimizer step
     host_ms: float | None = None  # the host probe's loop just before the trial (its profile's host_probe.before)
+    window_why: str | None = None  # why its window could not be trusted, and how many more steps it needed
+    one_off_s: float | None = None  # time to reach the steady window beyond its images at the steady rate
+    seed: int | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrialRun":
@@ -107,6 +107,8 @@ class Verdict:
     versus: str | None = None  # what it was undecided against, where that is not its reference
     rejected: bool = False  # its trials failed, ran something else, could not be timed or failed loss parity
     to_decide: int | None = None  # undecided: repeats of each side that would tell its gain from the noise
+    planned_s: float | None = None  # the planned training's estimated wall time with it (one-off + images / rate)
+    saved_s: float | None = None  # what it saves over the planned training against its reference's estimate
 
 
 @dataclass
@@ -261,7 +263,7 @@ class Noise:
         usual is not judged at the usual noise); the standard error of a median is taken as a mean's."""
         if not self.deviation or self.df < 1 or not a or not b:
             return MIN_GAIN
-        t = T975[max(k for k in T975 if k <= self.df)]
+        t = t975(self.df)
         se2 = sum(max(self.deviation, _rsd(g) if len(g) >= 2 else 0.0) ** 2 / len(g) for g in (a, b))
         return max(t * math.sqrt(se2), MIN_GAIN)
 
@@ -271,7 +273,7 @@ class Noise:
         kept), or more than DECIDE_MAX repeats. An estimate: a side noisier than the pooled deviation needs more."""
         if not self.deviation or self.df < 1 or gain <= MIN_GAIN:
             return None
-        t = T975[max(k for k in T975 if k <= self.df)]
+        t = t975(self.df)
         n = max(2, math.ceil(2 * (t * self.deviation / gain) ** 2 + 1e-9))
         return n if n <= DECIDE_MAX else None
 
@@ -286,7 +288,11 @@ def pairs_won(a: list[float], b: list[float]) -> float:
     return sum(x > y for x in a for y in b) / (len(a) * len(b)) if a and b else 0.0
 
 
-def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], float | None, list[Change], Noise]:
+def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | None = None
+          ) -> tuple[list[Verdict], float | None, list[Change], Noise]:
+    """The verdicts, the baseline's spread, the kept changes and the noise. ``planned_images``: the images the user's
+    training will process (epochs x images per epoch); with it, a change faster in steady state is kept only where
+    its one-off cost (filling a cache, compiling: TrialRun.one_off_s) leaves time saved over that training."""
     by: dict[str, list[TrialRun]] = {c.name: [r for r in runs if r.candidate == c.name] for c in cands}
     base = _ok(by["baseline"])
     base_med = statistics.median(base) if base else None
@@ -323,20 +329,21 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
             why, keep, rejected = f"what ran is not what was asked: {mism[0]}", False, True
         elif ref_bad:  # what it is measured over (and would bring in) did not run cleanly
             why, keep = f"its reference {c.against} did not run cleanly ({ref_bad})", False
-        elif c.against in moved:  # ... or moved the loss: keeping this would bring that change in
-            why, keep = f"its reference {c.against} was rejected: its loss moved against the baseline's", False
+        elif c.against in moved:  # ... or broke the loss: keeping this would bring that change in
+            why, keep = f"its reference {c.against} was rejected: its loss broke away from unchanged training's", False
         elif gain is None:
             why, keep = "no throughput measured", False
-        elif any(r.window_valid is False for r in rs):
-            why, keep, rejected = "window too short to conclude", False, True
-        elif par is not None and not par["within"]:  # faster or not: no repeat can make it learn as before
+        elif short := next((r for r in rs if r.window_valid is False), None):
+            why, keep, rejected = f"window too short to conclude: {short.window_why or 'no steady window'}", False, True
+        elif par is not None and (not par["within"] if alters else par.get("broken")):  # no repeat makes it learn
             over = "" if c.against == "baseline" else f" over {c.against}"
             what = ("it changes training and its loss is {:+.1%} against unchanged training's" if alters else
-                    "its loss is {:+.1%} against the baseline's").format(par["rel"])
-            why, keep, rejected = (f"{gain:+.1%}{over}, but {what} after {par['images']} images ({_steps(par)}; band "
-                                   f"{par['band']:.1%})"), False, True
+                    "its loss is {:+.1%} against unchanged training's").format(par["rel"])
+            band = f"band {par['band']:.1%}" if alters else f"{BROKEN:.0f} x the band {par['band']:.1%}"
+            why, keep, rejected = (f"{gain:+.1%}{over}, but {what} after {par['images']} images ({_steps(par)}; "
+                                   f"{band})"), False, True
             if not alters:
-                why += ": a change meant to keep training changed it"
+                why += ": a change meant to keep training broke it"
         elif gain > limit and c.against != "baseline" and base_med and med / base_med - 1 <= base_limit:
             why, keep = (f"{gain:+.1%} over {c.against}, but only {med / base_med - 1:+.1%} over the baseline "
                          f"(threshold {base_limit:.1%})"), False
@@ -350,18 +357,29 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
         elif gain > limit and alters and par is None:
             why, keep, rejected = (f"{gain:+.1%}, but it changes training and its loss could not be compared with "
                                    "unchanged training's (too few optimizer steps after the same images)"), False, True
+        elif gain > limit and (cost := _wall(by, c, planned_images)) and cost[1] <= 0:
+            why, keep = (f"{gain:+.1%} in steady state, but over the planned training ({planned_images:.0f} images) its "
+                         f"one-off {cost[2]:.0f} s costs more than it saves: about {cost[0]:.0f} s against "
+                         f"{cost[0] + cost[1]:.0f} s"), False
         elif gain > limit:
             over = "" if c.against == "baseline" else f" over {c.against}"
             why, keep = f"{gain:+.1%}{over} beats the noise threshold {limit:.1%}", True
+            if cost:
+                why += (f"; saves about {cost[1]:.0f} s over the planned training ({planned_images:.0f} images), "
+                        f"one-off {cost[2]:.0f} s included")
             if par is not None and alters:
                 why += (f"; loss {par['rel']:+.1%} against unchanged training's after {par['images']} images "
                         f"({_steps(par)}), within {par['band']:.1%}")
         else:
             why, keep = f"{gain:+.1%} is within the noise threshold {limit:.1%}", False
             held = gain > MIN_GAIN
+        if par is not None and not alters and par.get("moved") and not rejected:
+            why += f"; its loss moved {par['rel']:+.1%} (band {par['band']:.1%}), as expected: {moved_cause(c)}"
+        cost = _wall(by, c, planned_images)
         verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why, par, inconclusive=held, versus=versus,
                                 rejected=rejected,
-                                to_decide=_to_decide(noise, held, ok, base if versus == "baseline" else ref_vals)))
+                                to_decide=_to_decide(noise, held, ok, base if versus == "baseline" else ref_vals),
+                                planned_s=cost[0] if cost else None, saved_s=cost[1] if cost else None))
     # the kept changes: kept candidates merged fastest first, each whole or not at all - one that sets a key to
     # another value than a faster one did is left out with everything it brings (a change comes with the
     # requirements it ran with: no batch=32 under a compile that was measured at batch 128); not the whole sets here
@@ -390,27 +408,74 @@ def judge(runs: list[TrialRun], cands: list[Candidate]) -> tuple[list[Verdict], 
     return verdicts, spread, list(whole.changes), noise
 
 
+def _wall(by: dict[str, list[TrialRun]], c: Candidate, planned_images: float | None
+          ) -> tuple[float, float, float] | None:
+    """(the planned training's estimated seconds with the candidate, seconds it saves against its reference's
+    estimate, its one-off seconds): each side's median one-off plus the planned images at its median steady rate.
+    None where a side has no clean timed run with a one-off, or no planned training is known."""
+    if not planned_images:
+        return None
+
+    def estimate(rs: list[TrialRun]) -> tuple[float, float] | None:
+        ok = [r for r in rs if r.status == "complete" and r.images_per_s and r.one_off_s is not None]
+        if not ok:
+            return None
+        one_off = statistics.median(r.one_off_s for r in ok)
+        return one_off + planned_images / statistics.median(r.images_per_s for r in ok), one_off
+
+    mine, ref = estimate(by.get(c.name, [])), estimate(by.get(c.against, []))
+    if mine is None or ref is None:
+        return None
+    return mine[0], ref[0] - mine[0], mine[1]
+
+
 def _loss_references(by: dict[str, list[TrialRun]], cands: list[Candidate]
                      ) -> tuple[dict[str, dict[str, Any] | None], list[list[tuple[int, float]]]]:
-    """Each safe candidate's loss against the baseline's, and unchanged training's loss curves.
+    """Each training-equivalent candidate's breakage check, and unchanged training's loss curves.
 
-    A safe change must not move the loss (DESIGN.md section 3): each safe candidate is held to the baseline's own
-    curve over the baseline's images, with SAFE_FLOOR as the least band; one clearly worse changed training after
-    all, is rejected, and is neither a reference for the loss nor for the candidates stacked on it. The others and
-    the baseline are loss parity's reference for the changes that do change training: the baseline's trial is the
-    shortest (its batch is the smallest; on the H200 1920 images from scratch, 15 optimizer steps at batch 128, where
-    the fp16 GradScaler's skipped first steps decided the comparison) and the safe trials reach further (6x there,
-    BENCHMARKS.md)."""
+    The baseline's repeats (another seed each) and the trials of changes that do not change training are all
+    unchanged training. Each such candidate is held to the others (leave-one-out), with SAFE_FLOOR under the band, and
+    is broken only when its loss is worse by more than BROKEN x the band (``broken`` in its parity): a change meant
+    to keep training that clearly changed it. A curve that moved within that is reported, never rejected: another
+    worker count or the RAM cache shift the random streams as another seed does. The candidates not broken are
+    loss parity's reference for the changes that do change training."""
     safe = [c for c in cands if not any(x.changes_training for x in c.changes)]
-    safe_par = {c.name: parity(_curves(by["baseline"]), _curves(by[c.name]), floor=SAFE_FLOOR) for c in safe
-                if c.name != "baseline"}
-    moved = _moved(safe_par)
-    return safe_par, [curve for c in safe if c.name not in moved for curve in _curves(by[c.name])]
+    curves = {c.name: _curves(by[c.name]) for c in safe}
+    safe_par: dict[str, dict[str, Any] | None] = {}
+    for c in safe:
+        if c.name == "baseline":
+            continue
+        others = [cv for o in safe if o.name != c.name for cv in curves[o.name]]
+        p = parity(others, curves[c.name], floor=SAFE_FLOOR)
+        if p is not None:
+            p["broken"] = p["rel"] > BROKEN * p["band"]
+            p["moved"] = abs(p["rel"]) > p["band"]
+        safe_par[c.name] = p
+    broken = _moved(safe_par)
+    return safe_par, [curve for c in safe if c.name not in broken for curve in curves[c.name]]
 
 
 def _moved(safe_par: dict[str, dict[str, Any] | None]) -> set[str]:
-    """The safe candidates whose loss moved against the baseline's beyond the band."""
-    return {n for n, p in safe_par.items() if p is not None and not p["within"]}
+    """The training-equivalent candidates whose loss broke away from unchanged training's."""
+    return {n for n, p in safe_par.items() if p is not None and p.get("broken")}
+
+
+# why a training-equivalent change's loss curve moves, where it does (read in Ultralytics 8.4 and torch)
+MOVED_CAUSE = {
+    "workers": "each loader worker draws its own augmentation random stream, so another worker count trains on other "
+               "augmentations, as another seed does",
+    "cache": "Ultralytics' RAM-cache check reads 30 random images (data/base.py check_cache_ram), shifting every later "
+             "augmentation, and the cache turns the mosaic buffer off (mosaic then picks from the whole dataset)",
+    "batch": "another batch size groups the images differently",
+    "deterministic": "non-deterministic kernels sum in another order",
+    "compile": "compiled kernels sum in another order",
+}
+
+
+def moved_cause(c: Candidate) -> str:
+    keys = [x.key.split(".")[0] for x in c.changes]
+    causes = [MOVED_CAUSE[k] for k in dict.fromkeys(keys) if k in MOVED_CAUSE]
+    return "; ".join(causes) or "floating-point sums in another order"
 
 
 def loss_settled(runs: list[TrialRun], cands: list[Candidate]) -> dict[str, str]:
@@ -506,19 +571,25 @@ def undecided(verdicts: list[Verdict], cands: list[Candidate]) -> list[Candidate
 def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: int = 2, max_reps: int | None = None,
                steps: int | str = "auto", base_env: dict[str, str] | None = None,
                log: Callable[[str], None] = lambda m: None, command: list[str] | None = None,
-               trial: Callable[..., TrialRun] | None = None) -> TrialReport:
+               trial: Callable[..., TrialRun] | None = None, planned_images: float | None = None,
+               seed: int = 0) -> TrialReport:
     """``command``: a script-mode run; each trial runs the program unedited with the candidate's arguments
     merged into its trainers (profiling/inject). ``max_reps`` (default ``reps``): repeats a candidate held back by
-    noise alone may reach. ``trial(candidate, rep, run_dir)``: runs one trial (default: a bounded profile)."""
+    noise alone may reach. ``trial(candidate, rep, run_dir)``: runs one trial (default: a bounded profile, repeat
+    ``rep`` with seed ``seed + rep``, so that the repeats of unchanged training measure how much its loss varies).
+    ``planned_images``: the user's training's images, against which one-off costs are weighed (judge)."""
     if reps < 1:
         raise ValueError(f"reps must be at least 1, not {reps}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    one = trial or (lambda c, rep, run_dir: _profile_trial(c, rep, run_dir, base_args, steps, base_env, command))
-    return rounds(candidates(plan), one, reps=reps, max_reps=max_reps, out_dir=out_dir, log=log)
+    one = trial or (lambda c, rep, run_dir: _profile_trial(c, rep, run_dir, base_args, steps, base_env, command,
+                                                           seed + rep))
+    return rounds(candidates(plan), one, reps=reps, max_reps=max_reps, out_dir=out_dir, log=log,
+                  planned_images=planned_images)
 
 
 def rounds(cands: list[Candidate], one: Callable[..., TrialRun], *, reps: int, max_reps: int | None = None,
-           out_dir: Path = Path("."), log: Callable[[str], None] = lambda m: None) -> TrialReport:
+           out_dir: Path = Path("."), log: Callable[[str], None] = lambda m: None,
+           planned_images: float | None = None) -> TrialReport:
     """The trials' rounds: every candidate ``reps`` times, then one round at a time for what is undecided, up to
     ``max_reps``; ``one(candidate, rep, run_dir)`` runs a trial (or replays a recorded one)."""
     runs: list[TrialRun] = []
@@ -537,7 +608,7 @@ def rounds(cands: list[Candidate], one: Callable[..., TrialRun], *, reps: int, m
         if rep < reps:
             todo = [c for c in todo if c.name not in settled]
             continue
-        verdicts, spread, kept, noise = judge(runs, cands)
+        verdicts, spread, kept, noise = judge(runs, cands, planned_images)
         todo = [c for c in undecided(verdicts, cands) if c.name not in settled] if rep < (max_reps or reps) else []
         if todo:
             log(f"more repeats to decide {', '.join(v.candidate for v in verdicts if v.inconclusive)}: within the "
@@ -546,20 +617,23 @@ def rounds(cands: list[Candidate], one: Callable[..., TrialRun], *, reps: int, m
 
 
 def _profile_trial(c: Candidate, rep: int, run_dir: Path, base_args: dict[str, Any], steps: int | str,
-                   base_env: dict[str, str] | None, command: list[str] | None) -> TrialRun:
+                   base_env: dict[str, str] | None, command: list[str] | None, seed: int) -> TrialRun:
     from yolodoctor.errors import Interrupted
     from yolodoctor.profiling.runner import run_profile, stopped_by_signal
 
-    run, prof = run_profile(None if command else dict(base_args), command=command, overrides=c.args, steps=steps,
+    run, prof = run_profile(None if command else dict(base_args), command=command, overrides={**c.args, "seed": seed},
+                            steps=steps,
                             out=run_dir, trace=False, loader_seconds=0, env_extra={**(base_env or {}), **c.env},
                             torch_flags=c.torch_flags)
     if (code := stopped_by_signal(prof)) is not None:  # Ctrl-C / SIGTERM: no further trials
         raise Interrupted(f"{prof.reason}: fix --verify stopped; the trial so far is saved in {run}", code)
     s = prof.summary or {}
+    w = s.get("window") or {}
     return TrialRun(c.name, rep, str(run), prof.status, prof.reason,
-                    s.get("images_per_s"), (s.get("window") or {}).get("valid"),
+                    s.get("images_per_s"), w.get("valid"),
                     mismatches(c.args, prof.settings or {}), _loss_curve(run),
-                    ((prof.host_probe or {}).get("before") or {}).get("python_ms"))
+                    ((prof.host_probe or {}).get("before") or {}).get("python_ms"), w.get("why"), s.get("one_off_s"),
+                    seed)
 
 
 def _steps(par: dict[str, Any]) -> str:
