@@ -43,3 +43,37 @@ def test_fix_verify_apply_keeps_the_cache_and_rejects_what_does_not_help(tmp_pat
     assert applied["args"]["cache"] == "ram" and applied["settings"]["cache"] == "ram"
     # the applied run times its loader at the end, so that its own diagnosis can name the next bottleneck
     assert (applied.get("loader_capacity") or {}).get("images_per_s"), applied.get("loader_capacity")
+
+
+def test_a_one_epoch_training_keeps_and_applies_a_measured_gain(tmp_path):
+    # one epoch of 400 images at batch 2 on the CPU: Ultralytics' per-step overhead sets the pace, and the user's own
+    # candidate batch=16 (within nbs: training-equivalent) is ~3x faster. The whole training is 200 steps at batch 2
+    # but only 25 at batch 16, fewer than a measurement needs: the trials run on past the epoch's end, keep it, and
+    # --apply retrains with it
+    from yolodoctor.datasets.synth import make_dataset
+
+    data = make_dataset(tmp_path / "ds", images=400, val_images=4, width=160, height=120, workers=1).yaml_path
+    env = {**os.environ, "YOLO_OFFLINE": "1"}
+    run = tmp_path / "runs" / "prof"
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={data}", "imgsz=64", "batch=2",
+                        "epochs=1", "plots=False", f"project={tmp_path / 'ul'}", "--loader-seconds", "0", "--out",
+                        str(run), "--json"], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "RN201" not in [f["id"] for f in json.loads(p.stdout)["findings"]]
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", str(run), "--verify", "--apply", "--try",
+                        "batch=16", "--max-reps", "2", "--json"], capture_output=True, text=True, env=env,
+                       timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    v = {x["candidate"]: x for x in doc["trials"]["verdicts"]}
+    assert v["batch=16"]["kept"] and v["batch=16"]["gain"] > 0.5, v
+    assert v["batch=16"]["saved_s"] > 0, v  # over the planned 400 images, one-off included
+    runs = [r for r in doc["trials"]["runs"] if r["candidate"] == "batch=16"]
+    assert all(r["window_valid"] for r in runs) and {r["seed"] for r in runs} == {0, 1}
+    steps = [json.loads(line) for line in open(f"{runs[0]['run_dir']}/events.jsonl") if '"type": "step"' in line]
+    assert len(steps) > 25 and any(s.get("wrapped") for s in steps)  # past the user's 25 batches
+    a = doc["applied"]
+    assert a["relaunched"] and a["status"] == "complete" and a["changes"][0]["after"] == 16
+    applied = json.loads((tmp_path / "runs" / a["run_dir"].split("/")[-1] / "profile.json").read_text())
+    assert applied["settings"]["batch"] == 16 and applied["settings"]["epochs"] == 1
+    assert applied["summary"]["steps"] == 25  # the applied run is the user's training: one epoch, no more

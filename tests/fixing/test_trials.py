@@ -785,3 +785,55 @@ def test_a_candidate_undecided_against_the_baseline_runs_again_with_the_baseline
     assert kept == [] and v[combo].inconclusive and v[combo].versus == "baseline"
     assert "but only +7.7% over the baseline" in v[combo].why
     assert [c.name for c in undecided(verdicts, cands)] == ["baseline", combo]  # not batch=64: that is decided
+
+
+def test_apply_with_nothing_kept_does_not_relaunch_the_same_training(tmp_path, monkeypatch):
+    import shutil
+
+    from click.testing import CliRunner
+
+    import yolodoctor.commands.fix as fix
+    import yolodoctor.fixing.trials as trials
+    from yolodoctor.cli import cli
+
+    run = tmp_path / "h200-defaults"
+    shutil.copytree(ROOT / "fixtures/profiles/h200-defaults", run)
+    seen = {}
+
+    def fake(base_args, plan, **kw):  # every candidate measured, none kept
+        seen.update(kw)
+        v = [trials.Verdict("baseline", 100.0, 2, 0.0, False, "spread of repeats 1.0%"),
+             trials.Verdict("workers=15", 101.0, 2, 0.01, False, "+1.0% is within the noise threshold 3.0%")]
+        return trials.TrialReport([], v, None, [])
+    relaunched = []
+    monkeypatch.setattr(trials, "run_trials", fake)
+    monkeypatch.setattr(fix, "_apply", lambda *a, **k: relaunched.append(a) or {})
+    r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--apply", "--yes", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert relaunched == [] and doc["applied"]["relaunched"] is False
+    assert doc["applied"]["why"] == "fix --verify kept no change: the original arguments stand"
+    assert not list(tmp_path.glob("fix-*"))
+    # the trials were told the planned training (epochs x images per epoch) and the user's seed
+    settings = json.loads((run / "profile.json").read_text())["settings"]
+    assert seen["planned_images"] == settings["epochs"] * settings["images_per_epoch"] and seen["seed"] == 0
+    text = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--apply", "--yes"])
+    assert text.exit_code == 0 and "not relaunched" in text.output and "workers=15 +1%" in text.output
+
+
+def test_a_change_faster_in_steady_state_is_not_kept_where_its_one_off_outweighs_the_planned_training():
+    cands = candidates(plan_of(("cache", "ram")))
+
+    def rs(one_off):
+        return [TrialRun(n, i, "/r", "complete", None, v, True, [], one_off_s=o)
+                for n, vals, o in (("baseline", [100, 101], 2.0), ("cache=ram", [300, 302], one_off))
+                for i, v in enumerate(vals)]
+    # 1,000 images: 10 s uncached, 3.3 s cached; a 30 s cache fill costs more than it saves
+    v = {x.candidate: x for x in judge(rs(30.0), cands, planned_images=1000)[0]}["cache=ram"]
+    assert not v.kept and not v.rejected and "one-off 30 s costs more than it saves" in v.why
+    assert v.saved_s == pytest.approx((2 + 1000 / 100.5) - (30 + 1000 / 301)) and v.saved_s < 0
+    # over 20 epochs of it (20,000 images) the same cache saves minutes
+    v = {x.candidate: x for x in judge(rs(30.0), cands, planned_images=20000)[0]}["cache=ram"]
+    assert v.kept and v.saved_s > 100 and "saves about" in v.why
+    # unknown planned training or one-off: judged on the steady rate alone
+    assert {x.candidate: x for x in judge(rs(30.0), cands)[0]}["cache=ram"].kept

@@ -76,3 +76,21 @@ def test_allocator_counters_equal_torchs_own_functions():
                                         "mem_allocated_peak": cuda.max_memory_allocated(),
                                         "mem_reserved": cuda.memory_reserved()}
     assert allocator_counters(cuda)["mem_allocated"] >= sum(t.numel() * 4 for t in keep)
+
+
+def test_a_bounded_profile_past_a_short_epoch_records_the_loader_queue_on_cuda(dataset, tmp_path):
+    # 96 images at batch 8: 12 batches, one epoch; 4 workers prefetch 16 batches, more than the epoch holds. The
+    # bounded profile runs its default steps past the epoch's end and judges its window from the queue's occupancy
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={dataset}", "imgsz=160", "batch=8",
+                        "epochs=1", "workers=4", "plots=False", f"project={tmp_path / 'ul'}", "--no-trace",
+                        "--loader-seconds", "0", "--out", str(out), "--json"], capture_output=True, text=True,
+                       timeout=600, env={**os.environ, "YOLO_OFFLINE": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    prof = record.load(out)
+    steps = [e for e in read_events(out / "events.jsonl") if e["type"] == "step"]
+    assert prof.settings["workers"] == 4 and prof.settings["batches_per_epoch"] == 12
+    assert len(steps) >= 20 + 3 * 16 and {s["epoch"] for s in steps} == {0}
+    assert all(0 <= s["ready"] <= 16 for s in steps) and max(s["ready"] for s in steps) > 0
+    w = prof.summary["window"]
+    assert w["evidence"] == "occupancy" and (w["valid"] or "draining" in w["why"] or "rate moved" in w["why"]), w
