@@ -5,12 +5,13 @@
 
 Trains ``--runs`` bounded runs of one small CPU training (a synthetic dataset, yolo11n.yaml, imgsz 64, batch 8, 3
 epochs: the measured steps are epoch 0's, in warm-up), identical but for the seed, and reads each run's loss per
-optimizer step as the trials do. Then, for 20 comparisons each:
+optimizer step as the trials do. Then, over 1,000 random draws of distinct runs, and over the disjoint comparisons
+the runs allow (20 seed pairs for 1+1 at 40 runs):
 
   - unsafe, 2+2: the reference is two runs (a baseline's two repeats, another seed each), the "candidate" two more;
   - unsafe, 4+2: the reference is four runs (the baseline and one training-equivalent candidate);
   - breakage, 4+2: the training-equivalent check (leave-one-out reference, SAFE_FLOOR, broken beyond BROKEN x band);
-  - curve only, 1+1: one run against one, the band from the curves' own scatter (what parity falls back to with a
+  - unsafe, 1+1: one run against one, the band from the curves' own scatter (what parity falls back to with a
     single reference run, and what same-seed repeats amount to).
 
 Every "candidate" is unchanged training, so every rejection is false. The runs go to --work (resumable: runs
@@ -27,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-COMPARISONS = 20
+DRAWS = 1000
 
 
 def train(out: Path, runs: int, steps: int) -> list[list[tuple[int, float]]]:
@@ -55,38 +56,47 @@ def train(out: Path, runs: int, steps: int) -> list[list[tuple[int, float]]]:
     return curves
 
 
-def rates(curves: list[list[tuple[int, float]]]) -> dict[str, dict]:
+def rates(curves: list[list[tuple[int, float]]], draws: int = DRAWS) -> dict[str, dict]:
+    """Each design's false-rejection rate over ``draws`` random draws of distinct runs (seeded, so re-running gives
+    the same draws), with a 95% Wilson interval, and over the disjoint comparisons the runs allow."""
+    import random
+
     from yolodoctor.fixing.parity import BROKEN, SAFE_FLOOR, parity
 
-    n = len(curves)
-
-    def at(i: int) -> list[tuple[int, float]]:
-        return curves[i % n]
-
+    designs = {"unsafe, 2+2": (2, 2, "within", None), "unsafe, 4+2": (4, 2, "within", None),
+               "breakage, 4+2": (4, 2, "broken", SAFE_FLOOR), "unsafe, 1+1": (1, 1, "within", None)}
     out: dict[str, dict] = {}
-    designs = {
-        "unsafe, 2+2": lambda i: (parity([at(2 * i), at(2 * i + 1)], [at(2 * i + 2), at(2 * i + 3)]), "within"),
-        "unsafe, 4+2": lambda i: (parity([at(2 * i + k) for k in range(4)], [at(2 * i + 4), at(2 * i + 5)]),
-                                  "within"),
-        "breakage, 4+2": lambda i: (parity([at(2 * i + k) for k in range(4)], [at(2 * i + 4), at(2 * i + 5)],
-                                           floor=SAFE_FLOOR), "broken"),
-        "curve only, 1+1": lambda i: (parity([at(2 * i)], [at(2 * i + 1)]), "within"),
-    }
-    for name, f in designs.items():
-        rejected, bands, rels, compared = 0, [], [], 0
-        for i in range(COMPARISONS):
-            p, key = f(i)
-            if p is None:
-                continue
-            compared += 1
-            bad = (p["rel"] > BROKEN * p["band"]) if key == "broken" else not p["within"]
-            rejected += bad
-            bands.append(p["band"])
-            rels.append(p["rel"])
-        out[name] = {"compared": compared, "rejected": rejected, "rate": rejected / compared if compared else None,
-                     "band_median": sorted(bands)[len(bands) // 2] if bands else None,
-                     "rel_abs_max": max(map(abs, rels)) if rels else None}
+    rnd = random.Random(0)
+    usable = [i for i, c in enumerate(curves) if c]
+    for name, (k, m, key, floor) in designs.items():
+        picks = [rnd.sample(usable, k + m) for _ in range(draws)]
+        disjoint = [usable[j:j + k + m] for j in range(0, len(usable) - k - m + 1, k + m)]
+        res = {}
+        for label, sets in (("random", picks), ("disjoint", disjoint)):
+            rejected, compared, bands = 0, 0, []
+            for idx in sets:
+                kw = {"floor": floor} if floor is not None else {}
+                p = parity([curves[i] for i in idx[:k]], [curves[i] for i in idx[k:]], **kw)
+                if p is None:
+                    continue
+                compared += 1
+                rejected += (p["rel"] > BROKEN * p["band"]) if key == "broken" else not p["within"]
+                bands.append(p["band"])
+            res[label] = {"compared": compared, "rejected": rejected,
+                          "rate": rejected / compared if compared else None,
+                          "interval": wilson(rejected, compared),
+                          "band_median": sorted(bands)[len(bands) // 2] if bands else None}
+        out[name] = res
     return out
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:
+    if not n:
+        return None
+    p = k / n
+    mid, half = (p + z * z / (2 * n)) / (1 + z * z / n), z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (
+        1 + z * z / n)
+    return [max(0.0, mid - half), min(1.0, mid + half)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,15 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("YOLO_OFFLINE", "1")
     a.work.mkdir(parents=True, exist_ok=True)
     curves = train(a.work, a.runs, a.steps)
-    res = {"runs": a.runs, "steps": a.steps, "comparisons": COMPARISONS, "designs": rates(curves),
-           "curve_points": [len(c) for c in curves]}
+    res = {"runs": a.runs, "steps": a.steps, "draws": DRAWS, "designs": rates(curves),
+           "optimizer_steps_per_run": sorted({len(c) for c in curves})}
     a.out.write_text(json.dumps(res, indent=1))
-    print("| comparison | compared | falsely rejected | rate | median band | largest difference |")
-    print("|---|---|---|---|---|---|")
+    print("| comparison | random draws: falsely rejected | 95% interval | disjoint: falsely rejected | median band |")
+    print("|---|---|---|---|---|")
     for name, d in res["designs"].items():
-        rate = f"{d['rate']:.0%}" if d["rate"] is not None else "-"
-        print(f"| {name} | {d['compared']} | {d['rejected']} | {rate} | {d['band_median']:.1%} | "
-              f"{d['rel_abs_max']:.1%} |")
+        r, j = d["random"], d["disjoint"]
+        if not r["compared"]:
+            print(f"| {name} | not comparable (fewer than 3 optimizer steps of a run in the window) | | | |")
+            continue
+        print(f"| {name} | {r['rejected']} of {r['compared']} ({r['rate']:.1%}) | {r['interval'][0]:.1%}-"
+              f"{r['interval'][1]:.1%} | {j['rejected']} of {j['compared']} | {r['band_median']:.0%} |")
     return 0
 
 

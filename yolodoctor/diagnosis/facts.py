@@ -24,8 +24,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "run.device": ("string", "cuda, cpu or mps: where the training ran"),
     "run.complete": ("bool", "the profiled training ended normally"),
     "run.images_per_s": ("double", "steady-state images/s over the window (host clock, step ends)"),
-    "run.window_valid": ("bool", "the window is at least twice the loader's prefetch depth (DESIGN.md section 4)"),
+    "run.window_valid": ("bool", "the steady window can be trusted: the loader's queue had settled (its recorded "
+                                 "occupancy no longer falling), the rate steady across it, at least 10 steps"),
     "run.window_steps": ("double", "steps in the steady window"),
+    "run.window_why": ("string", "why the window could not be trusted, and how many more steps it needed"),
     "run.step_s": ("double", "median step time (data wait + compute) in the window"),
     "run.compute_s": ("double", "median time from on_train_batch_start to on_train_batch_end"),
     "run.wait_s": ("double", "median data wait: previous batch end to next batch start"),
@@ -156,6 +158,8 @@ def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dic
     win = _d(s.get("window"))
     _put(f, "run.window_valid", win.get("valid"))
     _put(f, "run.window_steps", win.get("steps"))
+    if win.get("valid") is False:
+        _put(f, "run.window_why", win.get("why"))
     _put(f, "run.batch", st.get("batch"))
     _put(f, "run.images_per_epoch", st.get("images_per_epoch"))
     _put(f, "run.epochs", st.get("epochs"))

@@ -69,18 +69,18 @@ def _rate(steps: list[dict[str, Any]]) -> float | None:
 def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> dict[str, Any]:
     """The steady window of a run's steps (trace steps left out): ``first_step``, ``steps`` (the records), ``valid``,
     ``why`` (None when valid), ``needs`` (more steps the run would need, when the evidence can tell), ``evidence``
-    ("occupancy" | "no queue" | "fixed rule" | "given": ``whole``, the steps given are the window)."""
+    ("occupancy" | "no queue" | "fixed rule"). ``whole``: the steps given are a live run's rolling window, judged
+    from their first settled step on."""
     plain = [s for s in steps if not s.get("traced")]
     out: dict[str, Any] = {"prefetch_depth": depth, "needs": None, "why": None}
-    if whole:
-        start, evidence = (_n(steps[0]) if steps else 0), "given"
-    elif depth == 0:
-        start, evidence = SETTLE, "no queue"
-    elif plain and all(isinstance(s.get("ready"), (int, float)) for s in plain if _n(s) >= SETTLE) and \
-            any(_n(s) >= SETTLE for s in plain):
-        start, evidence = _settled_start(plain, depth), "occupancy"
+    first = max(_n(steps[0]) if steps and whole else 0, SETTLE)  # a live window: its own steps, settled ones only
+    if depth == 0:
+        start, evidence = first, "no queue"
+    elif plain and all(isinstance(s.get("ready"), (int, float)) for s in plain if _n(s) >= first) and \
+            any(_n(s) >= first for s in plain):
+        start, evidence = (first if whole else _settled_start(plain, depth)), "occupancy"
     else:
-        start, evidence = window_start_from_depth(depth), "fixed rule"
+        start, evidence = (first if whole else window_start_from_depth(depth)), "fixed rule"
     win = [s for s in plain if _n(s) >= start]
     out.update(first_step=start, evidence=evidence, records=win, steps=len(win))
     why, needs = None, None
