@@ -1,10 +1,10 @@
 """How often loss parity rejects a change that changes nothing: unchanged training under other seeds, compared as
 `fix --verify` compares a candidate with unchanged training.
 
-    python bench/parity_false_rejection.py [--runs 40] [--steps 60]
+    python bench/parity_false_rejection.py [--runs 40] [--steps 60] [--batch 8] [--nbs 64]
 
-Trains ``--runs`` bounded runs of one small CPU training (a synthetic dataset, yolo11n.yaml, imgsz 64, batch 8, 3
-epochs: the measured steps are epoch 0's, in warm-up), identical but for the seed, and reads each run's loss per
+Trains ``--runs`` bounded runs of one small CPU training (a synthetic dataset, yolo11n.yaml, imgsz 64, --batch and
+--nbs, 3 epochs: the measured steps are epoch 0's, in warm-up), identical but for the seed, and reads each run's loss per
 optimizer step as the trials do. Then, over 1,000 random draws of distinct runs, and over the disjoint comparisons
 the runs allow (20 seed pairs for 1+1 at 40 runs):
 
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 DRAWS = 1000
 
 
-def train(out: Path, runs: int, steps: int) -> list[list[tuple[int, float]]]:
+def train(out: Path, runs: int, steps: int, batch: int = 8, nbs: int = 64) -> list[list[tuple[int, float]]]:
     from yolodoctor.datasets.synth import make_dataset
     from yolodoctor.fixing.trials import _loss_curve
     from yolodoctor.profiling.runner import run_profile
@@ -48,8 +48,8 @@ def train(out: Path, runs: int, steps: int) -> list[list[tuple[int, float]]]:
                 import shutil
 
                 shutil.rmtree(run)
-            run_profile({"data": str(data / "data.yaml"), "model": "yolo11n.yaml", "imgsz": 64, "batch": 8,
-                         "epochs": 3, "seed": seed, "plots": False, "project": str(out / "ul"), "name": f"s{seed}",
+            run_profile({"data": str(data / "data.yaml"), "model": "yolo11n.yaml", "imgsz": 64, "batch": batch,
+                         "nbs": nbs, "epochs": 3, "seed": seed, "plots": False, "project": str(out / "ul"), "name": f"s{seed}",
                          "exist_ok": True}, steps=steps, out=run, trace=False, loader_seconds=0, hz=0)
         curves.append(_loss_curve(run) or [])
         print(f"seed {seed}: {len(curves[-1])} optimizer steps", file=sys.stderr)
@@ -103,13 +103,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--work", type=Path, default=Path("bench/out/parity-false-rejection"))
-    ap.add_argument("--out", type=Path, default=Path("bench/results/parity-false-rejection.json"))
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--nbs", type=int, default=64, help="nominal batch: batch/nbs sets the optimizer steps per batch")
+    ap.add_argument("--work", type=Path, default=None, help="[default: bench/out/parity-false-rejection-bB-nN]")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="[default: bench/results/parity-false-rejection-bB-nN.json]")
     a = ap.parse_args(argv)
     os.environ.setdefault("YOLO_OFFLINE", "1")
+    tag = f"b{a.batch}-n{a.nbs}"
+    a.work = a.work or Path(f"bench/out/parity-false-rejection-{tag}")
+    a.out = a.out or Path(f"bench/results/parity-false-rejection-{tag}.json")
     a.work.mkdir(parents=True, exist_ok=True)
-    curves = train(a.work, a.runs, a.steps)
-    res = {"runs": a.runs, "steps": a.steps, "draws": DRAWS, "designs": rates(curves),
+    curves = train(a.work, a.runs, a.steps, a.batch, a.nbs)
+    res = {"runs": a.runs, "steps": a.steps, "batch": a.batch, "nbs": a.nbs, "draws": DRAWS, "designs": rates(curves),
            "optimizer_steps_per_run": sorted({len(c) for c in curves})}
     a.out.write_text(json.dumps(res, indent=1))
     print("| comparison | random draws: falsely rejected | 95% interval | disjoint: falsely rejected | median band |")

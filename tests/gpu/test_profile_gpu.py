@@ -74,7 +74,8 @@ def test_allocator_counters_equal_torchs_own_functions():
     cuda = torch.cuda
     assert allocator_counters(cuda) == {"mem_allocated": cuda.memory_allocated(),
                                         "mem_allocated_peak": cuda.max_memory_allocated(),
-                                        "mem_reserved": cuda.memory_reserved()}
+                                        "mem_reserved": cuda.memory_reserved(),
+                                        "mem_reserved_peak": cuda.max_memory_reserved()}
     assert allocator_counters(cuda)["mem_allocated"] >= sum(t.numel() * 4 for t in keep)
 
 

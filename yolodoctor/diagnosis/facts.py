@@ -34,7 +34,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "run.data_wait_share": ("double", "share of step time spent waiting for the next batch"),
     "run.gpu_step_ms": ("double", "median elapsed time on the GPU stream between the step's CUDA events (idle gaps "
                                   "included: it is not kernel-busy time, see trace.kernel_busy_ms)"),
-    "run.batch": ("double", "batch size that ran (after any OOM halving)"),
+    "run.batch": ("double", "batch size of the steady window's steps (after any out-of-memory halving)"),
+    "run.batch_started": ("double", "batch size the training started with (AutoBatch resolved, before any halving)"),
     "run.images_per_epoch": ("double", "training images per epoch"),
     "run.epochs": ("double", "epochs the run was configured for"),
     "run.nonfinite_losses": ("double", "steps whose loss was NaN or infinite"),
@@ -84,8 +85,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "gpu.mem_used_max": ("double", "peak GPU memory used (NVML, all processes)"),
     "gpu.mem_fraction_peak": ("double", "peak GPU memory used / total"),
     "gpu.mem_per_image": ("double", "peak training memory (torch reserved) per image of the batch, bytes"),
-    "gpu.torch_reserved_max": ("double", "peak torch allocator reserved bytes"),
-    "gpu.torch_allocated_max": ("double", "peak torch allocated bytes"),
+    "gpu.torch_reserved_max": ("double", "peak bytes the torch allocator reserved during a training step, over every "
+                                         "step but each epoch's first (whose peak also spans the setup before it)"),
+    "gpu.torch_allocated_max": ("double", "peak bytes torch allocated during a training step, over the same steps"),
     "gpu.reserved_over_allocated": ("double", "allocator reserved / allocated at the peak (fragmentation)"),
     "gpu.throttled_share": ("double", "share of samples with a throttle reason other than idle"),
     "trace.cuda": ("bool", "the trace recorded CUDA kernels"),
@@ -161,6 +163,7 @@ def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dic
     if win.get("valid") is False:
         _put(f, "run.window_why", win.get("why"))
     _put(f, "run.batch", st.get("batch"))
+    _put(f, "run.batch_started", st.get("batch"))
     _put(f, "run.images_per_epoch", st.get("images_per_epoch"))
     _put(f, "run.epochs", st.get("epochs"))
     if f.get("run.images_per_s") and f.get("run.images_per_epoch"):
@@ -248,14 +251,26 @@ def _event_facts(f: dict[str, Any], events: list[dict]) -> None:
         f["run.nan_recoveries"] = float(max((e["nan_recoveries"] for e in fits if _num(e.get("nan_recoveries"))),
                                             default=0))
         f["run.oom_retries"] = float(max((e["oom_retries"] for e in fits if _num(e.get("oom_retries"))), default=0))
-    reserved = [e["mem_reserved"] for e in steps if _num(e.get("mem_reserved"))]
+    # Ultralytics resets its retry count once an epoch completes: the restarts themselves say how often it halved
+    retries = [e for e in events if e.get("type") == "oom_retry"]
+    halvings = _halvings(steps)
+    if retries or halvings:
+        f["run.oom_retries"] = float(max(len(retries), halvings))
+    ran = _window_batch(steps, f)
+    if ran is not None:
+        f["run.batch"] = ran
+    # one span for both peaks: the steps after each epoch's first (the allocator's peaks are reset after every step,
+    # so a first step's peak spans the setup, AutoBatch's probing or a failed attempt before an OOM halving)
+    span = [e for e in steps if e.get("i", 1) != 0]
+    reserved = [e.get("mem_reserved_peak", e.get("mem_reserved")) for e in span]
+    reserved = [x for x in reserved if _num(x)]
     if reserved:
         f["gpu.torch_reserved_max"] = float(max(reserved))
         if f.get("run.batch"):
             f["gpu.mem_per_image"] = f["gpu.torch_reserved_max"] / f["run.batch"]
     # fragmentation compares the reserved pool with the steps' peak allocation; a profile that recorded only the
     # resting allocation (mem_allocated, at batch end) cannot tell, so the fact stays missing and MM204 silent
-    peaks = [e["mem_allocated_peak"] for e in steps if _num(e.get("mem_allocated_peak"))]
+    peaks = [e["mem_allocated_peak"] for e in span if _num(e.get("mem_allocated_peak"))]
     if peaks and max(peaks) > 0:
         f["gpu.torch_allocated_max"] = float(max(peaks))
         if reserved:
@@ -273,6 +288,24 @@ def _event_facts(f: dict[str, Any], events: list[dict]) -> None:
             shares.append(val / (val + end["seconds"]))
     if shares:
         f["run.val_share"] = statistics.median(shares)
+
+
+def _halvings(steps: list[dict]) -> int:
+    """Times the batch of consecutive steps of one train() call fell to half or less (an OOM retry's halving)."""
+    n, last = 0, {}
+    for e in steps:
+        b, t = e.get("batch"), e.get("train_index", 0)
+        if _num(b) and _num(last.get(t)) and b <= last[t] / 2:
+            n += 1
+        if _num(b):
+            last[t] = b
+    return n
+
+
+def _window_batch(steps: list[dict], f: dict[str, Any]) -> float | None:
+    """The batch the steady window's steps ran (the last one, where a halving fell inside it)."""
+    batches = [e["batch"] for e in steps if _num(e.get("batch")) and not e.get("traced")]
+    return float(batches[-1]) if batches else None
 
 
 def _window_span(events: list[dict], first_step: int | None) -> tuple[float, float] | None:

@@ -47,8 +47,9 @@ def allocator_counters(cuda) -> dict[str, int]:
     a step on the H200 (bench/recorder_cost.py)."""
     stats = cuda.memory_stats_as_nested_dict()
     alloc = stats.get("allocated_bytes", {}).get("all", {})
+    reserved = stats.get("reserved_bytes", {}).get("all", {})
     return {"mem_allocated": int(alloc.get("current", 0)), "mem_allocated_peak": int(alloc.get("peak", 0)),
-            "mem_reserved": int(stats.get("reserved_bytes", {}).get("all", {}).get("current", 0))}
+            "mem_reserved": int(reserved.get("current", 0)), "mem_reserved_peak": int(reserved.get("peak", 0))}
 
 
 class Recorder:
@@ -60,6 +61,7 @@ class Recorder:
         self.extend_to = extend_to  # the most steps a bound may move to while the queue still drains
         self._timing: list[dict] = []  # host-side timings of this train() call's steps, for the extension's check
         self.ready: int | None = None
+        self._oom_seen = 0
         self._workers, self._prefetch = 0, None
         self.rank = rank
         self.on_settings = on_settings
@@ -103,6 +105,7 @@ class Recorder:
         self.bounded = False
         self.cost_s = 0.0
         self._timing = []
+        self._oom_seen = 0
         self.events.write("train_begin", train_index=self.train_index, rank=self.rank, tid=self.tid,
                           trainer=type(trainer).__name__)
 
@@ -118,13 +121,19 @@ class Recorder:
         self._torch = torch
 
     def on_train_epoch_start(self, trainer) -> None:
+        retries = getattr(trainer, "_oom_retries", 0) or 0
+        if retries > self._oom_seen:  # the epoch restarts: Ultralytics halved the batch after an out-of-memory
+            self.events.write("oom_retry", epoch=trainer.epoch, train_index=self.train_index, retry=retries,
+                              batch=trainer.batch_size, after_steps=self.i)
+        self._oom_seen = retries
         self._reset_epoch_state()
         if self.steps_limit and not self.bounded:
             endless(trainer.train_loader)
         self.epoch_t0 = time.monotonic()
         self.last_end = self.epoch_t0
         self.last_mosaic = _mosaic_on(trainer)
-        self.events.write("epoch_start", epoch=trainer.epoch, train_index=self.train_index, mosaic=self.last_mosaic)
+        self.events.write("epoch_start", epoch=trainer.epoch, train_index=self.train_index, mosaic=self.last_mosaic,
+                          batch=trainer.batch_size)
 
     def on_train_batch_start(self, trainer) -> None:
         c0 = time.perf_counter()

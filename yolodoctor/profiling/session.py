@@ -79,6 +79,9 @@ class Session:
             last = limit or planned
             if last:
                 self.trace.place_at_end(last - 1)
+                nb = settings.get("batches_per_epoch") or 0
+                if not limit and 0 < nb < self.trace.active:  # a whole run's last epoch is shorter than the window:
+                    self.trace.active, self.trace.start = nb, last - nb  # trace that epoch's steps only
             if settings.get("compile_requested") == "reduce-overhead":
                 self.trace.skip("compile='reduce-overhead' (CUDA graphs): no profiler trace, see DESIGN.md section 4")
                 self.events.write("trace", skipped=self.trace.skipped)
