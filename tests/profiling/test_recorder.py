@@ -16,14 +16,16 @@ class FakeCuda:
 def test_allocator_counters_read_current_peak_and_reserved_in_one_call():
     cuda = FakeCuda({"allocated_bytes": {"all": {"current": 10, "peak": 30, "freed": 5},
                                          "large_pool": {"current": 8, "peak": 20}},
-                     "reserved_bytes": {"all": {"current": 64, "peak": 64}}})
-    assert allocator_counters(cuda) == {"mem_allocated": 10, "mem_allocated_peak": 30, "mem_reserved": 64}
+                     "reserved_bytes": {"all": {"current": 64, "peak": 96}}})
+    assert allocator_counters(cuda) == {"mem_allocated": 10, "mem_allocated_peak": 30, "mem_reserved": 64,
+                                        "mem_reserved_peak": 96}
     assert cuda.calls == 1
 
 
 def test_allocator_counters_of_an_uninitialised_allocator_are_zero():
     # torch returns {} before CUDA is initialised
-    assert allocator_counters(FakeCuda({})) == {"mem_allocated": 0, "mem_allocated_peak": 0, "mem_reserved": 0}
+    assert allocator_counters(FakeCuda({})) == {"mem_allocated": 0, "mem_allocated_peak": 0, "mem_reserved": 0,
+                                                "mem_reserved_peak": 0}
 
 
 def test_grad_scale_reads_the_fp16_scaler_and_counts_its_halvings():
