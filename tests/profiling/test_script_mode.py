@@ -119,3 +119,26 @@ def test_the_trainer_is_left_alone_when_the_run_asks_for_no_override(tmp_path, m
     original = Base.__init__
     hooks.patch_trainer(module)
     assert Base.__init__ is original  # a profile (not a fix) runs the user's trainer exactly as written
+
+
+def test_ultralytics_silent_fallbacks_are_named_from_the_run(dataset, tmp_path):
+    # each observed from the run itself: the RAM guard's refusal and AutoBatch's fallback from what Ultralytics logs
+    # (recorded whatever YOLO_VERBOSE says), workers and AMP from what ran against what was asked, anomaly detection
+    # from torch's own state
+    p, out = profile(tmp_path, sys.executable, SCRIPTS / "train_silent_fallbacks.py", dataset, tmp_path / "ul",
+                     steps="4")
+    assert p.returncode == 0, p.stderr[-2000:]
+    d = subprocess.run([sys.executable, "-m", "yolodoctor", "diagnose", str(out), "--json"], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "YOLO_OFFLINE": "1"})
+    import json
+
+    doc = json.loads(d.stdout)
+    found = {f["id"]: f for f in doc["findings"]}
+    assert {"MM101", "MM207", "DL102", "PR205", "CF205"} <= set(found), sorted(found)
+    assert "fell back to the default batch 16: intended for GPU devices" in found["MM207"]["message"]
+    assert "workers=4 was asked for, the train loader ran 0: on the CPU" in found["DL102"]["message"]
+    assert "AMP does nothing on the CPU" in found["PR205"]["message"]
+    f = doc["facts"]
+    assert f["ul.cache_refused"] and f["ul.cache_available_gb"] == 0.0 and f["settings.cache_requested"] == "ram"
+    assert f["settings.mosaic_buffer"] is True  # no cache after all: mosaic keeps its buffer
+    assert "read:" in f["ul.files_read"] and f["ul.files_slow"] is False

@@ -60,6 +60,28 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "settings.cache": ("string", "none, ram or disk"),
     "settings.imgsz": ("double", "training image size"),
     "settings.mosaic": ("bool", "mosaic augmentation on"),
+    "settings.amp_requested": ("string", "amp as asked: true, false, fp16 or bf16"),
+    "settings.workers_asked": ("double", "workers in the run's args.yaml (before Ultralytics set 0 on the CPU)"),
+    "settings.workers_why": ("string", "why the train loader ran fewer workers than asked"),
+    "settings.cache_requested": ("string", "cache as asked: ram, disk or none"),
+    "settings.mosaic_buffer": ("bool", "mosaic picks its other images from the recent-images buffer (off with "
+                                       "cache='ram')"),
+    "settings.cuda_launch_blocking": ("bool", "CUDA_LAUNCH_BLOCKING=1 in the training's environment"),
+    "settings.anomaly_detection": ("bool", "torch.autograd anomaly detection was on"),
+    "ul.amp_check": ("string", "Ultralytics' AMP check: passed, skipped, failed, or not-run"),
+    "ul.amp_unchecked": ("string", "why AMP ran without Ultralytics' check (bf16, offline, the CPU)"),
+    "ul.cache_refused": ("bool", "cache='ram' asked for, and Ultralytics' RAM guard trained uncached"),
+    "ul.cache_required_gb": ("double", "RAM the guard wanted for the cache (twice the images), GB"),
+    "ul.cache_available_gb": ("double", "RAM available when the guard looked, GB"),
+    "ul.files_slow": ("bool", "Ultralytics' file-speed check warned of slow image access"),
+    "ul.files_read": ("string", "the file-speed check's measured ping, read speed and file size"),
+    "ul.autobatch": ("string", "AutoBatch's outcome: chosen or default"),
+    "ul.autobatch_why": ("string", "why AutoBatch fell back to the default batch"),
+    "ul.autobatch_batch": ("double", "the batch AutoBatch chose or fell back to"),
+    "ul.autobatch_target": ("double", "the share of GPU memory AutoBatch aimed at"),
+    "ul.autobatch_total_gb": ("double", "GPU memory AutoBatch saw, GB"),
+    "ul.autobatch_miss": ("double", "share of GPU memory the training reserved at most, minus AutoBatch's target"),
+    "ul.assigner_per_image": ("bool", "the task-aligned assigner ran out of memory and assigns image by image"),
     "host.python_ms": ("double", "the host's own speed: a fixed Python loop's ms, mean of just before and after the run"
                        " (profiling/hostprobe.py; a shared machine moves)"),
     "loader.capacity_images_per_s": ("double", "the train loader alone, no model: images/s it sustains"),
@@ -192,8 +214,10 @@ def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dic
         events = list(read_events(run_file(run_dir, profile, "events", "events.jsonl")))
     if run_dir is not None and samples is None:
         samples = list(read_events(run_file(run_dir, profile, "samples", "samples.jsonl")))
+    _settings_facts(f, st)
     if events is not None:
         _event_facts(f, events)
+        _log_facts(f, events, st)
     if samples is not None:
         _sample_facts(f, samples, _window_span(events or [], win.get("first_step")))
     return f
@@ -241,6 +265,72 @@ def _trace_facts(f: dict[str, Any], t: dict[str, Any]) -> None:
     syncs = t.get("sync_calls_per_step")
     if isinstance(syncs, dict):
         _put(f, "trace.syncs_per_step", sum(v for k, v in syncs.items() if k != "aten::item" and _num(v)))
+
+
+def _settings_facts(f: dict[str, Any], st: dict[str, Any]) -> None:
+    """What Ultralytics changed or decided silently, from the effective settings."""
+    amp = st.get("amp_requested")
+    if amp is not None:
+        _put(f, "settings.amp_requested", str(amp).lower())
+    asked, ran = st.get("workers_asked"), st.get("workers")
+    if _num(asked):
+        _put(f, "settings.workers_asked", asked)
+        if _num(ran) and ran < asked:
+            _put(f, "settings.workers_why", "on the CPU Ultralytics loads in the training process (workers=0)"
+                 if str(st.get("device", "")).startswith("cpu") else
+                 "Ultralytics caps workers at os.cpu_count() per visible GPU and at the batches per epoch")
+    cache = st.get("cache_requested")
+    if "cache_requested" in st:
+        _put(f, "settings.cache_requested", cache or "none")
+    for key in ("mosaic_buffer", "anomaly_detection"):
+        _put(f, f"settings.{key}", st.get(key))
+    if "cuda_launch_blocking" in st:
+        _put(f, "settings.cuda_launch_blocking", str(st.get("cuda_launch_blocking") or "0").strip() == "1")
+
+
+def _log_facts(f: dict[str, Any], events: list[dict], st: dict[str, Any]) -> None:
+    """What Ultralytics only logged (profiling/ultralytics_log.py records it)."""
+    logs = [e for e in events if e.get("type") == "ultralytics_log" and isinstance(e.get("kind"), str)]
+    kinds = {e["kind"]: e for e in logs}
+    figs = {k: [str(x) for x in (e.get("figures") or [])] for k, e in kinds.items()}
+    asked, device = str(st.get("amp_requested", "")).lower(), str(st.get("device", ""))
+    check = next((k.split("_")[1] for k in ("amp_failed", "amp_skipped", "amp_passed") if k in kinds), None)
+    if "amp_requested" in st:
+        _put(f, "ul.amp_check", check or "not-run")
+    why = ("amp='bf16' skips Ultralytics' AMP check" if asked == "bf16" and device.startswith("cuda") else
+           "AMP does nothing on the CPU: the training ran in float32" if asked in ("true", "fp16", "bf16")
+           and device.startswith("cpu") else
+           f"Ultralytics' AMP check was skipped ({figs['amp_skipped'][0] if figs.get('amp_skipped') else 'offline'})"
+           " and AMP stayed on unverified" if check == "skipped" else None)
+    if why:
+        _put(f, "ul.amp_unchecked", why)
+    if "cache_refused" in kinds:
+        _put(f, "ul.cache_refused", True)
+        g = [float(x) for x in figs["cache_refused"][:2]]
+        _put(f, "ul.cache_required_gb", g[0])
+        _put(f, "ul.cache_available_gb", g[1])
+    elif st.get("cache_requested") == "ram" and "cache" in st:
+        _put(f, "ul.cache_refused", st.get("cache") != "ram")
+    slow = [e for e in logs if e["kind"] == "files_slow"]
+    read = slow or [e for e in logs if e["kind"] == "files_fast"]
+    if read:
+        _put(f, "ul.files_slow", bool(slow))
+        _put(f, "ul.files_read", "; ".join(dict.fromkeys(str((e.get("figures") or [""])[0]) for e in read)))
+    if "autobatch_chosen" in kinds:
+        b, _, total, pct = figs["autobatch_chosen"][:4]
+        _put(f, "ul.autobatch", "chosen")
+        _put(f, "ul.autobatch_batch", float(b))
+        _put(f, "ul.autobatch_target", float(pct) / 100)
+        _put(f, "ul.autobatch_total_gb", float(total))
+        if _num(f.get("gpu.torch_reserved_max")) and float(total) > 0:
+            used = f["gpu.torch_reserved_max"] / (float(total) * (1 << 30))
+            _put(f, "ul.autobatch_miss", used - float(pct) / 100)
+    elif "autobatch_default" in kinds:
+        _put(f, "ul.autobatch", "default")
+        _put(f, "ul.autobatch_why", figs["autobatch_default"][0])
+        _put(f, "ul.autobatch_batch", float(figs["autobatch_default"][1]))
+    if "assigner_per_image" in kinds:
+        _put(f, "ul.assigner_per_image", True)
 
 
 def _event_facts(f: dict[str, Any], events: list[dict]) -> None:

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import threading
 import time
 import weakref
 from collections import deque
+from pathlib import Path
 from typing import Any, Callable
 
 from yolodoctor.profiling.events import EventWriter
+from yolodoctor.profiling.ultralytics_log import LogWatch
 
 EVENTS = ("on_pretrain_routine_start", "on_train_start", "on_train_epoch_start", "on_train_batch_start",
           "on_train_batch_end", "on_train_epoch_end", "on_fit_epoch_end", "on_train_end")
@@ -62,6 +65,7 @@ class Recorder:
         self._timing: list[dict] = []  # host-side timings of this train() call's steps, for the extension's check
         self.ready: int | None = None
         self._oom_seen = 0
+        self._log = LogWatch(self._noted)
         self._workers, self._prefetch = 0, None
         self.rank = rank
         self.on_settings = on_settings
@@ -108,6 +112,11 @@ class Recorder:
         self._oom_seen = 0
         self.events.write("train_begin", train_index=self.train_index, rank=self.rank, tid=self.tid,
                           trainer=type(trainer).__name__)
+        self._log.start()  # before the AMP check, AutoBatch and the dataset builds of the trainer's setup
+
+    def _noted(self, kind: str, level: str, figures: list[str], text: str) -> None:
+        self.events.write("ultralytics_log", kind=kind, level=level, figures=figures, text=text,
+                          train_index=self.train_index)
 
     def on_train_start(self, trainer) -> None:
         import torch
@@ -216,6 +225,7 @@ class Recorder:
         self._note_workers(trainer)
 
     def on_train_end(self, trainer) -> None:
+        self._log.stop()
         self._flush_ready(wait=True)
         self.events.write("train_end", train_index=self.train_index, steps=self.steps, bounded=self.bounded,
                           recorder_s=round(self.cost_s, 6), grad_scale=grad_scale(trainer))
@@ -225,6 +235,7 @@ class Recorder:
     # ---------------------------------------------------------------- internals
     def finish(self) -> None:
         """Flush what is pending (called on the way out, also after an exception)."""
+        self._log.stop()
         try:
             self._flush_ready(wait=True)
         except Exception:
@@ -403,7 +414,43 @@ def effective_settings(trainer) -> dict[str, Any]:
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "val": args.val,
         "torch": torch.__version__,
+        **_asked(trainer),
+        "cache_requested": _cache_asked(args.cache),
+        "mosaic_buffer": _mosaic_buffer(ds),
+        "cuda_launch_blocking": os.environ.get("CUDA_LAUNCH_BLOCKING"),
+        "anomaly_detection": torch.is_anomaly_enabled(),
     }
+
+
+def _asked(trainer) -> dict[str, Any]:
+    """What the user asked for where Ultralytics overwrote it before any callback ran (workers=0 on the CPU, the
+    batch AutoBatch chose): read back from the run's args.yaml, which Ultralytics saves first."""
+    try:
+        import yaml
+
+        saved = yaml.safe_load((Path(trainer.save_dir) / "args.yaml").read_text()) or {}
+    except Exception:  # noqa: BLE001 - no args.yaml (a custom trainer): nothing more is known
+        return {}
+    return {"workers_asked": saved.get("workers"), "batch_asked": saved.get("batch")}
+
+
+def _cache_asked(cache: Any) -> str | None:
+    c = str(cache).lower() if cache not in (None, False) else None
+    return "ram" if c in ("true", "ram") else c if c in ("disk",) else None
+
+
+def _mosaic_buffer(ds: Any) -> bool | None:
+    """Whether mosaic picks its other images from the recent-images buffer (Ultralytics turns it off with
+    cache='ram': mosaic then picks from the whole dataset); None where no mosaic transform is found."""
+    stack = [getattr(ds, "transforms", None)]
+    while stack:
+        t = stack.pop()
+        if t is None:
+            continue
+        if hasattr(t, "buffer_enabled"):
+            return bool(t.buffer_enabled)
+        stack += list(getattr(t, "transforms", None) or [])[::-1] + [getattr(t, "mosaic", None)]
+    return None
 
 
 def _initial_lr(optimizer) -> float | None:
