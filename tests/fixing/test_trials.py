@@ -166,8 +166,10 @@ def test_requirements_are_followed_transitively():
     assert "batch=64+compile=reduce-overhead+workers=13" in names
 
 
-def curve(level: float, n: int = 40) -> list[tuple[int, float]]:
-    return [(64 * (i + 1), level * (1 + 0.5 * (n - i) / n) * (1 + 0.01 * ((i * 7) % 5 - 2))) for i in range(n)]
+def curve(level: float, n: int = 40, seed: int = 0) -> list[tuple[int, float]]:
+    """A falling loss curve; ``seed`` moves it 1% per seed, as a repeat with another seed does."""
+    return [(64 * (i + 1), level * (1 + 0.01 * seed) * (1 + 0.5 * (n - i) / n) * (1 + 0.01 * ((i * 7) % 5 - 2)))
+            for i in range(n)]
 
 
 def test_the_safe_fallback_is_kept_when_the_unsafe_change_fails_its_loss_parity():
@@ -175,14 +177,14 @@ def test_the_safe_fallback_is_kept_when_the_unsafe_change_fails_its_loss_parity(
     safe = Change("args", "batch", 16, 64, "LA201 t")
     cands = candidates(Plan(changes=[big], fallbacks=[safe]))
     assert [c.name for c in cands] == ["baseline", "batch=128", "batch=64"]
-    rs = [TrialRun("baseline", i, "/r", "complete", None, v, True, [], curve(2.0)) for i, v in enumerate([100, 101])]
-    rs += [TrialRun("batch=128", i, "/r", "complete", None, v, True, [], curve(2.6)) for i, v in enumerate([300, 301])]
+    rs = [TrialRun("baseline", i, "/r", "complete", None, v, True, [], curve(2.0, seed=i)) for i, v in enumerate([100, 101])]
+    rs += [TrialRun("batch=128", i, "/r", "complete", None, v, True, [], curve(2.6, seed=i)) for i, v in enumerate([300, 301])]
     rs += [TrialRun("batch=64", i, "/r", "complete", None, v, True, []) for i, v in enumerate([250, 251])]
     verdicts, _, kept, _ = judge(rs, cands)
     assert [(c.key, c.after) for c in kept] == [("batch", 64)]
     # both pass: the faster one holds the key
     rs2 = [r for r in rs if r.candidate != "batch=128"] + [
-        TrialRun("batch=128", i, "/r", "complete", None, v, True, [], curve(2.0)) for i, v in enumerate([300, 301])]
+        TrialRun("batch=128", i, "/r", "complete", None, v, True, [], curve(2.0, seed=i)) for i, v in enumerate([300, 301])]
     assert [(c.key, c.after) for c in judge(rs2, cands)[2]] == [("batch", 128)]
 
 
@@ -521,7 +523,7 @@ def test_the_plans_safe_part_is_applied_whole_when_an_unsafe_change_fails_its_lo
     table["batch=64+workers=14+amp=bf16"] = table["batch=64+workers=14+deterministic=False"] = [716, 721]
 
     def runs(t):  # what holds batch 128 learns differently; the rest as the baseline
-        return [TrialRun(n, i, "/r", "complete", None, v, True, [], curve(2.6 if "128" in n or n == "plan" else 2.0))
+        return [TrialRun(n, i, "/r", "complete", None, v, True, [], curve(2.6 if "128" in n or n == "plan" else 2.0, seed=i))
                 for n, vals in t.items() for i, v in enumerate(vals)]
     verdicts, _, kept, _ = judge(runs(table), cands)
     v = {x.candidate: x for x in verdicts}
@@ -539,7 +541,7 @@ def test_the_plans_safe_part_is_applied_whole_when_an_unsafe_change_fails_its_lo
     # fastest), the plan is applied whole and its safe part, faster than the baseline too, is not kept
     table.update({"batch=128": [900, 905], "batch=128+workers=14": [950, 955], "plan": [1200, 1210]})
     verdicts, _, kept, _ = judge([TrialRun(r.candidate, r.rep, r.run_dir, r.status, None, r.images_per_s, True, [],
-                                           curve(2.0)) for r in runs(table)], cands)
+                                           curve(2.0, seed=r.rep)) for r in runs(table)], cands)
     v = {x.candidate: x for x in verdicts}
     assert {c.key: c.after for c in kept} == {"batch": 128, "compile": "reduce-overhead", "amp": "bf16",
                                               "deterministic": False, "workers": 14}
@@ -720,7 +722,7 @@ def test_the_kept_changes_come_whole_from_the_fastest_compatible_candidates():
     table = {"baseline": [200, 202], "batch=128": [700, 705], names[2]: [861, 865], names[3]: [900, 905],
              names[4]: [700, 702], "batch=64": [600, 604], "plan": [950, 955]}
     def rs_of(t):  # every run with the same loss curve: batch 128's loss parity holds
-        return [TrialRun(n, i, "/r", "complete", None, v, True, [], curve(2.0)) for n, vals in t.items()
+        return [TrialRun(n, i, "/r", "complete", None, v, True, [], curve(2.0, seed=i)) for n, vals in t.items()
                 for i, v in enumerate(vals)]
     verdicts, _, kept, _ = judge(rs_of(table), cands)
     assert all(v.kept for v in verdicts[1:]), verdicts

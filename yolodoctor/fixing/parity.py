@@ -12,7 +12,9 @@ are unchanged training too (another worker count draws other augmentation stream
 of those runs' means gives a t-test's band (97.5%, one-sided: a lower loss passes, since parity means "not worse").
 Identical curves (repeats of seeded deterministic training) count once: they measure nothing about that noise. With a
 single reference run, the band falls back to the curves' own noise over the compared images (their scatter around a
-straight line), which cannot see what another seed would do and says so (``band_from``). Never below ``floor``.
+straight line), which cannot see what another seed would do and says so (``band_from``): measured on unchanged CPU
+training, one run against one at that band is rejected 15% of the time, so trials.judge does not judge a change to
+training on it. Never below ``floor``.
 """
 
 from __future__ import annotations

@@ -357,6 +357,11 @@ def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | 
         elif gain > limit and alters and par is None:
             why, keep, rejected = (f"{gain:+.1%}, but it changes training and its loss could not be compared with "
                                    "unchanged training's (too few optimizer steps after the same images)"), False, True
+        elif gain > limit and alters and par["band_from"] != "runs":
+            why, keep, rejected = (f"{gain:+.1%}, but it changes training and only one run of unchanged training "
+                                   f"reaches its {par['images']} images: how much another seed moves the loss is not "
+                                   "measured (the curve's own scatter understates it), so its loss cannot be judged; "
+                                   "--reps 2 or more runs the baseline with another seed"), False, True
         elif gain > limit and (cost := _wall(by, c, planned_images)) and cost[1] <= 0:
             why, keep = (f"{gain:+.1%} in steady state, but over the planned training ({planned_images:.0f} images) its "
                          f"one-off {cost[2]:.0f} s costs more than it saves: about {cost[0]:.0f} s against "
