@@ -214,6 +214,12 @@ def _print_trials(out, t) -> None:
                          f"from this machine's noise (--max-reps {v.to_decide}).[/]" if v.to_decide else
                          f"Its gain is too small to tell from this machine's noise in {DECIDE_MAX} repeats: take it "
                          "as no gain here.[/]"))
+    cost = t.fixed_cost()
+    if cost.get("total"):
+        fixed = {k: v for k, v in cost.items() if k not in ("steps", "total")}
+        out.print(f"[dim]Verify took {t.wall_s or 0:.0f} s for {len(t.runs)} trials; a trial's median "
+                  f"{cost['total']:.1f} s went to: " + ", ".join(f"{k} {v:.1f} s" for k, v in fixed.items())
+                  + f" and {cost.get('steps', 0):.1f} s of measured steps.[/]")
     from yolodoctor.profiling.hostprobe import MOVED
 
     hs = t.host_spread

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -87,6 +88,7 @@ class TrialRun:
     window_why: str | None = None  # why its window could not be trusted, and how many more steps it needed
     one_off_s: float | None = None  # time to reach the steady window beyond its images at the steady rate
     seed: int | None = None
+    phases: dict[str, float] | None = None  # where its wall time went (profiling/runner.phases)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrialRun":
@@ -118,6 +120,16 @@ class TrialReport:
     baseline_spread: float | None
     kept: list[Change]
     noise: Noise | None = None
+    wall_s: float | None = None  # the trials' wall time, first start to last end
+
+    def fixed_cost(self) -> dict[str, float]:
+        """The median seconds of each part of a trial other than its steps (process start, imports and model, setup,
+        the first batch, the end), and of the steps and the whole trial, over the trials that recorded them."""
+        parts: dict[str, list[float]] = {}
+        for r in self.runs:
+            for k, v in (r.phases or {}).items():
+                parts.setdefault(k, []).append(v)
+        return {k: round(statistics.median(v), 2) for k, v in parts.items()}
 
     @property
     def host_spread(self) -> float | None:
@@ -128,7 +140,8 @@ class TrialReport:
         return {"runs": [{k: v for k, v in asdict(r).items() if k != "loss_curve"} for r in self.runs],
                 "verdicts": [asdict(v) for v in self.verdicts],
                 "baseline_spread": self.baseline_spread, "host_spread": self.host_spread,
-                "noise": asdict(self.noise) if self.noise else None, "kept": [c.to_dict() for c in self.kept]}
+                "noise": asdict(self.noise) if self.noise else None, "kept": [c.to_dict() for c in self.kept],
+                "fixed_cost": self.fixed_cost(), "wall_s": self.wall_s}
 
 
 def candidates(plan: Plan) -> list[Candidate]:
@@ -599,6 +612,7 @@ def rounds(cands: list[Candidate], one: Callable[..., TrialRun], *, reps: int, m
     ``max_reps``; ``one(candidate, rep, run_dir)`` runs a trial (or replays a recorded one)."""
     runs: list[TrialRun] = []
     todo, rep, settled = cands, 0, set()
+    t0 = time.monotonic()
     while todo:
         # interleaved ABBA: B c1 ... P, then P ... c1 B, so that a steady drift of the machine (or a position effect
         # such as the page cache a previous trial warmed) falls on every candidate alike
@@ -618,7 +632,7 @@ def rounds(cands: list[Candidate], one: Callable[..., TrialRun], *, reps: int, m
         if todo:
             log(f"more repeats to decide {', '.join(v.candidate for v in verdicts if v.inconclusive)}: within the "
                 "noise so far")
-    return TrialReport(runs, verdicts, spread, kept, noise)  # judged after the last round
+    return TrialReport(runs, verdicts, spread, kept, noise, round(time.monotonic() - t0, 1))  # judged after the last
 
 
 def _profile_trial(c: Candidate, rep: int, run_dir: Path, base_args: dict[str, Any], steps: int | str,
@@ -638,7 +652,7 @@ def _profile_trial(c: Candidate, rep: int, run_dir: Path, base_args: dict[str, A
                     s.get("images_per_s"), w.get("valid"),
                     mismatches(c.args, prof.settings or {}), _loss_curve(run),
                     ((prof.host_probe or {}).get("before") or {}).get("python_ms"), w.get("why"), s.get("one_off_s"),
-                    seed)
+                    seed, s.get("phases"))
 
 
 def _steps(par: dict[str, Any]) -> str:

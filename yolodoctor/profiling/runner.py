@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -97,6 +98,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     env.update({k: str(v) for k, v in (env_extra or {}).items()})
     argv = [sys.executable, "-m", "yolodoctor.profiling.child", str(run)] if mode == "args" else list(command)
     profile.host_probe = {"before": hostprobe.record()}
+    spawned = time.monotonic()
     try:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL if mode == "args" else None,
                                  stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env,
@@ -125,6 +127,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
                 break
             except KeyboardInterrupt:  # a second Ctrl-C while waiting
                 forward(signal.SIGINT, None)
+        ended = time.monotonic()
         if not interrupted:  # still under forward(): a Ctrl-C now cannot skip the final record
             profile.host_probe["after"] = hostprobe.record()
     finally:
@@ -132,13 +135,14 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
             signal.signal(s, h)
         if sampler is not None:
             stop_sampler(sampler)
-    finalise(run, profile, child.returncode, interrupted)
+    finalise(run, profile, child.returncode, interrupted, span=(spawned, ended))
     if profile.reason and "disk full" in profile.reason:
         log(f"the disk holding {run} filled up during the run: the record is marked incomplete")
     return run, profile
 
 
-def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: list[int] | None = None) -> Profile:
+def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: list[int] | None = None,
+             span: tuple[float, float] | None = None) -> Profile:
     """Write the final record from the event stream; never raises on a damaged stream. A disk that filled during the
     run marks the record incomplete (what was written after that is lost); the space set aside at the start
     (``reserve_space``) is freed so that this record can still be written."""
@@ -183,6 +187,8 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
         else:
             profile.reason = f"{profile.reason} ({note})"
     profile.summary["bounded"] = bool(end and end.get("bounded"))
+    if span is not None:
+        profile.summary["phases"] = phases(events, *span)
     try:
         profile.save(run)
     except OSError as e:
@@ -191,6 +197,31 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
         raise OutputError(f"cannot write {run / PROFILE}: {e.strerror or e}; the record written when the run "
                           "started is still there") from None
     return profile
+
+
+def phases(events: list[dict], spawned: float, ended: float) -> dict[str, float]:
+    """Where a run's wall time went, in seconds, from its event stream (on the parent's monotonic clock): ``start``
+    (process start, to the recorder's session), ``model`` (importing torch and Ultralytics, building the model and the
+    trainer), ``setup``
+    (Ultralytics' setup: the datasets and their label scan, the AMP check, AutoBatch, the loaders), ``first_batch``
+    (the loader's workers starting, to the first step), ``steps`` (first step to last), ``end`` (after the last step:
+    the checkpoint, the loader's timing, the process's exit) and ``total``. A part whose event is missing is merged
+    into the next."""
+    def first(type_: str) -> float | None:
+        return next((e["t"] for e in events if e.get("type") == type_ and isinstance(e.get("t"), (int, float))), None)
+
+    steps = [e for e in events if e.get("type") == "step" and isinstance(e.get("t0"), (int, float))
+             and isinstance(e.get("t1"), (int, float))]
+    marks = [("start", first("run_start")), ("model", first("train_begin")), ("setup", first("settings")),
+             ("first_batch", steps[0]["t0"] - (steps[0].get("wait") or 0) if steps else None),
+             ("steps", steps[-1]["t1"] if steps else None)]
+    out, last = {}, spawned
+    for name, t in marks:
+        if t is not None and t >= last:
+            out[name], last = round(t - last, 3), t
+    out["end"] = round(max(ended - last, 0.0), 3)
+    out["total"] = round(ended - spawned, 3)
+    return out
 
 
 def _last(events: list[dict], type_: str) -> dict | None:
