@@ -189,18 +189,22 @@ def monitor(ctx: Ctx, target: tuple[str, ...], refresh: float, steps: int | None
 @click.option("--reps", type=click.IntRange(1, 9), default=2, show_default=True, help="Repeats of each trial.")
 @click.option("--max-reps", type=click.IntRange(1, 9), default=4, show_default=True,
               help="Repeats a candidate may reach while its gain is within the noise (only those run again).")
+@click.option("--budget", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
+              help="Fit --verify's trials into this many seconds [default: a quarter of what the plan can save, for "
+                   "a training of 10 epochs or more; none for shorter ones].")
 @click.option("--yes", is_flag=True, help="Replay a run directory recorded on another machine.")
 @click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(path_type=Path), help="Add a folder of rules.")
 @click.pass_obj
 def fix(ctx: Ctx, run_dir: Path | None, allow_unsafe: bool, verify: bool, apply: bool, tries: tuple[str, ...],
-        reps: int, max_reps: int, yes: bool, as_json: bool, rule_dirs: tuple[Path, ...]) -> None:
+        reps: int, max_reps: int, budget: float | None, yes: bool, as_json: bool,
+        rule_dirs: tuple[Path, ...]) -> None:
     """Plan the changes that remove the findings of a run (default: the latest); verify and apply them."""
     no_command(ctx, "fix")
     from yolodoctor.commands.fix import run
 
     sys.exit(run(run_dir, allow_unsafe=allow_unsafe, as_json=as_json, rule_dirs=list(rule_dirs), verify=verify,
-                 apply=apply, tries=list(tries), reps=reps, max_reps=max_reps, yes=yes))
+                 apply=apply, tries=list(tries), reps=reps, max_reps=max_reps, yes=yes, budget=budget))
 
 
 @cli.command("make-dataset")

@@ -39,7 +39,7 @@ def user_candidates(words: list[str], settings: dict[str, Any]):
 
 def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=None, verify: bool = False,
         apply: bool = False, tries: list[str] | None = None, reps: int = 2, max_reps: int | None = None,
-        yes: bool = False) -> int:
+        yes: bool = False, budget: float | None = None) -> int:
     from yolodoctor.cli import stderr_console, stdout_console
     from yolodoctor.diagnosis.diagnose import diagnose
     from yolodoctor.fixing.planner import cuda_graphs_refusal, plan as make_plan
@@ -83,10 +83,14 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
     if verify and p.changes:
         from yolodoctor.fixing.trials import run_trials
 
+        from yolodoctor.fixing.trials import candidates
+
         st = d.profile.settings or {}
+        cands, top, est = _design(candidates(p), reps, max(max_reps or reps, reps), d.profile, p, budget, log)
         trials = run_trials(dict(replay), p, out_dir=_fresh(run_dir.parent / f"trials-{run_dir.name}"), reps=reps,
-                            max_reps=max(max_reps or reps, reps), log=log, command=command,
-                            planned_images=planned_images(st), seed=_seed(st, replay))
+                            max_reps=top, log=log, command=command, planned_images=planned_images(st),
+                            seed=_seed(st, replay), cands=cands)
+        trials.estimate = est
         chosen = trials.kept
     applied = None
     if apply and chosen:
@@ -113,6 +117,31 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
         out.print(f"\n[bold]applied[/]: {applied['run_dir']} ({applied['status']})"
                   + (f" - [yellow]rolled back[/]: {applied['rollback_reason']}" if applied["rolled_back"] else ""))
     return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
+
+
+def _design(cands, reps: int, max_reps: int, profile, plan, budget: float | None, log):
+    """The trials to run: all of them, or those that fit the budget (--budget, or a quarter of what the plan can save
+    for a training of 10 epochs or more); says what verify will cost against what it can save, and what it skipped."""
+    from yolodoctor.fixing.budget import MIN_EPOCHS, SHARE, fit
+
+    st = profile.settings or {}
+    saving = plan.run_saving()["planned_run_upper_bound"]
+    epochs = st.get("epochs") or plan.epochs
+    long_run = isinstance(epochs, (int, float)) and epochs >= MIN_EPOCHS
+    limit = budget if budget is not None else (SHARE * saving if long_run and saving and saving > 0 else None)
+    cands, max_reps, est = fit(cands, reps, max_reps, profile.summary or {}, st, saving, limit)
+    over = f" over the planned {epochs:g} epochs" if isinstance(epochs, (int, float)) else ""
+    can = f"the plan can save at most {saving:.0f} s{over}" if saving is not None else "what the plan saves is unknown"
+    log(f"verify: about {est.verify_s:.0f} s for {est.trials} trials; {can}"
+        + (f"; budget {limit:.0f} s" if limit is not None else ""))
+    if est.skipped:
+        log("skipped to fit the budget: " + "; ".join(est.skipped))
+    if limit is not None and est.verify_s > limit:
+        log(f"the smallest design still takes about {est.verify_s:.0f} s, over the budget of {limit:.0f} s")
+    elif limit is None and saving is not None and est.verify_s > saving:
+        log(f"for this {epochs:g}-epoch training verify costs more than the plan can save ({est.verify_s:.0f} s "
+            f"against {saving:.0f} s); it still tells what helps for the next, longer run")
+    return cands, max_reps, est
 
 
 def planned_images(settings: dict[str, Any]) -> float | None:

@@ -121,6 +121,7 @@ class TrialReport:
     kept: list[Change]
     noise: Noise | None = None
     wall_s: float | None = None  # the trials' wall time, first start to last end
+    estimate: Any = None  # fixing/budget.Estimate: what verify was expected to cost, and what was skipped
 
     def fixed_cost(self) -> dict[str, float]:
         """The median seconds of each part of a trial other than its steps (process start, imports and model, setup,
@@ -141,7 +142,8 @@ class TrialReport:
                 "verdicts": [asdict(v) for v in self.verdicts],
                 "baseline_spread": self.baseline_spread, "host_spread": self.host_spread,
                 "noise": asdict(self.noise) if self.noise else None, "kept": [c.to_dict() for c in self.kept],
-                "fixed_cost": self.fixed_cost(), "wall_s": self.wall_s}
+                "fixed_cost": self.fixed_cost(), "wall_s": self.wall_s,
+                "estimate": self.estimate.to_dict() if self.estimate is not None else None}
 
 
 def candidates(plan: Plan) -> list[Candidate]:
@@ -590,7 +592,7 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
                steps: int | str = "auto", base_env: dict[str, str] | None = None,
                log: Callable[[str], None] = lambda m: None, command: list[str] | None = None,
                trial: Callable[..., TrialRun] | None = None, planned_images: float | None = None,
-               seed: int = 0) -> TrialReport:
+               seed: int = 0, cands: list[Candidate] | None = None) -> TrialReport:
     """``command``: a script-mode run; each trial runs the program unedited with the candidate's arguments
     merged into its trainers (profiling/inject). ``max_reps`` (default ``reps``): repeats a candidate held back by
     noise alone may reach. ``trial(candidate, rep, run_dir)``: runs one trial (default: a bounded profile, repeat
@@ -601,7 +603,7 @@ def run_trials(base_args: dict[str, Any], plan: Plan, *, out_dir: Path, reps: in
     out_dir.mkdir(parents=True, exist_ok=True)
     one = trial or (lambda c, rep, run_dir: _profile_trial(c, rep, run_dir, base_args, steps, base_env, command,
                                                            seed + rep))
-    return rounds(candidates(plan), one, reps=reps, max_reps=max_reps, out_dir=out_dir, log=log,
+    return rounds(cands if cands is not None else candidates(plan), one, reps=reps, max_reps=max_reps, out_dir=out_dir, log=log,
                   planned_images=planned_images)
 
 

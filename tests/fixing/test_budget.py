@@ -1,0 +1,68 @@
+"""What fix --verify will cost against what the plan can save, and a trial design fitted to a budget."""
+
+import json
+import shutil
+from pathlib import Path
+
+from yolodoctor.fixing.budget import estimate, fit, trial_seconds
+from yolodoctor.fixing.planner import Change, Plan
+from yolodoctor.fixing.trials import candidates
+
+ROOT = Path(__file__).resolve().parents[2]
+SUMMARY = {"phases": {"start": 1.0, "model": 9.0, "setup": 12.0, "first_batch": 2.0, "steps": 20.0, "end": 6.0,
+                      "total": 50.0}, "step_s_median": 0.1}
+SETTINGS = {"batch": 16, "workers": 2, "prefetch_factor": 4, "epochs": 20}
+
+
+def plan():
+    return Plan(changes=[Change("args", "workers", 2, 15, "DL201 t", seconds_saved_per_epoch=100.0),
+                         Change("args", "cache", None, "ram", "DL204 t", seconds_saved_per_epoch=30.0),
+                         Change("args", "batch", 16, 64, "LA201 t", seconds_saved_per_epoch=60.0)], epochs=20)
+
+
+def test_a_trial_costs_the_profiles_fixed_part_plus_its_default_steps():
+    base, workers, *_ = candidates(plan())
+    assert trial_seconds(base, SUMMARY, SETTINGS) == 30.0 + (20 + 3 * 8 + 5) * 0.1  # fixed 50 - 20 s of steps
+    assert trial_seconds(workers, SUMMARY, SETTINGS) == 30.0 + (20 + 3 * 60 + 5) * 0.1
+    e = estimate(candidates(plan()), 2, 2, SUMMARY, SETTINGS, 1000.0)
+    assert e.trials == 10 and round(e.verify_s, 1) == round(2 * sum(e.per_trial_s.values()), 1)
+
+
+def test_a_budget_drops_extra_repeats_then_the_smallest_expected_gains():
+    cands = candidates(plan())
+    assert [c.name for c in cands] == ["baseline", "workers=15", "cache=ram", "batch=64", "plan"]
+    kept, top, e = fit(cands, 2, 4, SUMMARY, SETTINGS, 1000.0, None)
+    assert kept == cands and top == 4 and e.skipped == []
+    kept, top, e = fit(cands, 2, 4, SUMMARY, SETTINGS, 1000.0, 250.0)
+    assert top == 2 and e.verify_s <= 250.0 and e.skipped[0].startswith("extra repeats")
+    assert "baseline" in [c.name for c in kept] and "cache=ram" not in [c.name for c in kept]  # 30 s/epoch: first out
+    assert any(s.startswith("cache=ram") for s in e.skipped)
+
+
+def test_fix_says_what_verify_costs_against_what_it_saves_and_fits_a_long_training(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import yolodoctor.fixing.trials as trials
+    from yolodoctor.cli import cli
+
+    run = tmp_path / "h200-defaults"
+    shutil.copytree(ROOT / "fixtures/profiles/h200-defaults", run)
+    seen = {}
+
+    def fake(base_args, p, **kw):
+        seen.update(kw)
+        return trials.TrialReport([], [], None, [])
+    monkeypatch.setattr(trials, "run_trials", fake)
+    r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--yes", "--json", "--budget", "100000"])
+    assert r.exit_code == 0, r.output
+    err = " ".join(r.stderr.split())
+    assert "verify: about" in err and "the plan can save at most" in err and "over the planned 20 epochs" in err
+    assert "skipped" not in err
+    full = len(seen["cands"])
+    # 20 epochs: by default verify may cost a quarter of what the plan can save; here that is less than all trials
+    r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--yes", "--json"])
+    err = " ".join(r.stderr.split())
+    saving = json.loads(r.stdout)["plan"]["saving"]["planned_run_upper_bound"]
+    assert r.exit_code == 0 and f"budget {0.25 * saving:.0f} s" in err and "skipped to fit the budget" in err
+    assert len(seen["cands"]) < full and seen["max_reps"] == 2 and seen["cands"][0].name == "baseline"
+    assert json.loads(r.stdout)["command"] == "fix"

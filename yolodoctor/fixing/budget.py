@@ -1,0 +1,88 @@
+"""What `fix --verify` will cost, against what the plan can save, and a trial design that fits a budget.
+
+The estimate, before any trial: each trial costs the fixed part the profile being fixed showed (its wall time but
+its steps: process start, imports and model, Ultralytics' setup, the first batch, the end) plus a bounded
+profile's default steps at the profile's own step time, scaled by the candidate's batch (a conservative figure:
+faster candidates finish sooner). The saving is the plan's upper bound over the planned epochs (Plan.run_saving).
+
+Fitting a budget drops, in this order, the extra repeats for undecided candidates (max_reps down to reps), then the
+candidates with the smallest expected gain (never the baseline, nor what a kept candidate is measured against),
+and says what it dropped and why. Two repeats stay: the baseline's second, with another seed, is what measures how
+much unchanged training's loss varies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from yolodoctor.profiling import bounds
+
+SHARE = 0.25  # for a training of MIN_EPOCHS or more, verify may cost this share of what the plan can save
+MIN_EPOCHS = 10
+DEFAULT_FIXED_S = 30.0  # a trial's fixed part where the profile recorded none
+
+
+@dataclass
+class Estimate:
+    trials: int
+    verify_s: float
+    per_trial_s: dict[str, float]
+    saving_s: float | None
+    budget_s: float | None = None
+    skipped: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trials": self.trials, "verify_s": round(self.verify_s, 1), "saving_s": self.saving_s,
+                "budget_s": self.budget_s, "per_trial_s": {k: round(v, 1) for k, v in self.per_trial_s.items()},
+                "skipped": self.skipped}
+
+
+def trial_seconds(cand, summary: dict[str, Any], settings: dict[str, Any]) -> float:
+    """One trial of ``cand``: the profile's fixed part plus its default steps at the profile's step time."""
+    ph = summary.get("phases") or {}
+    fixed = (ph["total"] - ph.get("steps", 0.0)) if ph.get("total") else DEFAULT_FIXED_S
+    step = summary.get("step_s_median") or 0.0
+    batch0 = settings.get("batch") or 1
+    batch = cand.args.get("batch", batch0) if isinstance(cand.args.get("batch", batch0), (int, float)) else batch0
+    workers = cand.args.get("workers", settings.get("workers") or 0)
+    steps = bounds.default_steps(int(workers or 0), settings.get("prefetch_factor"))
+    return fixed + steps * step * max(1.0, batch / batch0)
+
+
+def estimate(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings: dict[str, Any],
+             saving: float | None) -> Estimate:
+    per = {c.name: trial_seconds(c, summary, settings) for c in cands}
+    # the first rounds for all; the extra repeats (at most max_reps - reps) counted for the undecided half of them
+    extra = max(max_reps - reps, 0) * sum(per.values()) / 2
+    return Estimate(len(cands) * reps, sum(per.values()) * reps + extra, per, saving)
+
+
+def fit(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings: dict[str, Any],
+        saving: float | None, budget: float | None) -> tuple[list, int, Estimate]:
+    """The candidates and max_reps that fit ``budget`` seconds (None: no budget), with the estimate of that design
+    and what was skipped."""
+    est = estimate(cands, reps, max_reps, summary, settings, saving)
+    est.budget_s = budget
+    if budget is None or est.verify_s <= budget:
+        return cands, max_reps, est
+    skipped = []
+    if max_reps > reps:
+        skipped.append(f"extra repeats for undecided candidates (--max-reps {max_reps} -> {reps})")
+        max_reps = reps
+    keep = list(cands)
+    needed = {c.against for c in cands}
+
+    def cost() -> float:
+        return estimate(keep, reps, max_reps, summary, settings, saving).verify_s
+
+    removable = sorted((c for c in keep if c.name != "baseline" and c.name not in needed),
+                       key=lambda c: max((x.seconds_saved_per_epoch or 0.0 for x in c.changes), default=0.0))
+    for c in removable:
+        if cost() <= budget:
+            break
+        keep.remove(c)
+        skipped.append(f"{c.name} (expected gain the smallest of those left)")
+    est = estimate(keep, reps, max_reps, summary, settings, saving)
+    est.budget_s, est.skipped = budget, skipped
+    return keep, max_reps, est
