@@ -769,7 +769,7 @@ def test_fix_verify_passes_its_repeat_options_to_the_trials(tmp_path, monkeypatc
     monkeypatch.setattr(trials, "run_trials", fake)
     for extra, want in (([], (2, 4)), (["--reps", "3", "--max-reps", "5"], (3, 5)), (["--reps", "3", "--max-reps", "2"],
                                                                                       (3, 3))):
-        r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--yes", "--json", *extra])
+        r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--yes", "--json", "--budget", "1e6", *extra])
         assert r.exit_code == 0, r.output
         assert (seen["reps"], seen["max_reps"]) == want and seen["changes"]
     assert CliRunner().invoke(cli, ["fix", str(run), "--verify", "--max-reps", "0"]).exit_code == 2
