@@ -16,23 +16,28 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
+def profile_then_fix(tmp_path, data, train: list[str], tried: str) -> tuple[dict, dict]:
+    """`profile` of a training, then `fix --verify --apply --try TRIED` on it: both JSON documents."""
+    env = {**os.environ, "YOLO_OFFLINE": "1"}
+    run = tmp_path / "runs" / "prof"
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={data}", *train, "plots=False",
+                        f"project={tmp_path / 'ul'}", "--loader-seconds", "0", "--out", str(run), "--json"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    prof = json.loads(p.stdout)
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", str(run), "--verify", "--apply", "--try", tried,
+                        "--max-reps", "2", "--json"], capture_output=True, text=True, env=env, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return prof, json.loads(p.stdout)
+
+
 def test_fix_verify_apply_keeps_the_cache_and_rejects_what_does_not_help(tmp_path):
     from yolodoctor.datasets.synth import make_dataset
 
     data = make_dataset(tmp_path / "png", images=160, val_images=4, image_format="png", width=1280, height=960
                         ).yaml_path
-    env = {**os.environ, "YOLO_OFFLINE": "1"}
-    run = tmp_path / "runs" / "prof"
-    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={data}", "imgsz=64", "batch=8",
-                        "epochs=6", "plots=False", f"project={tmp_path / 'ul'}", "--loader-seconds", "0", "--out",
-                        str(run), "--json"], capture_output=True, text=True, env=env, timeout=600)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert "DL204" in [f["id"] for f in json.loads(p.stdout)["findings"]]  # decode-bound, cache fits
-    p = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", str(run), "--verify", "--apply", "--try",
-                        "workers=2", "--max-reps", "2", "--json"], capture_output=True, text=True, env=env,
-                       timeout=900)
-    assert p.returncode == 0, p.stderr[-3000:]
-    doc = json.loads(p.stdout)
+    prof, doc = profile_then_fix(tmp_path, data, ["imgsz=64", "batch=8", "epochs=6"], "workers=2")
+    assert "DL204" in [f["id"] for f in prof["findings"]]  # decode-bound, cache fits
     v = {x["candidate"]: x for x in doc["trials"]["verdicts"]}
     assert v["cache=ram"]["kept"] and v["cache=ram"]["gain"] > 0.5, v
     assert not v["workers=2"]["kept"] and "not what was asked" in v["workers=2"]["why"], v
@@ -53,18 +58,8 @@ def test_a_one_epoch_training_keeps_and_applies_a_measured_gain(tmp_path):
     from yolodoctor.datasets.synth import make_dataset
 
     data = make_dataset(tmp_path / "ds", images=400, val_images=4, width=160, height=120, workers=1).yaml_path
-    env = {**os.environ, "YOLO_OFFLINE": "1"}
-    run = tmp_path / "runs" / "prof"
-    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={data}", "imgsz=64", "batch=2",
-                        "epochs=1", "plots=False", f"project={tmp_path / 'ul'}", "--loader-seconds", "0", "--out",
-                        str(run), "--json"], capture_output=True, text=True, env=env, timeout=600)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert "RN201" not in [f["id"] for f in json.loads(p.stdout)["findings"]]
-    p = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", str(run), "--verify", "--apply", "--try",
-                        "batch=16", "--max-reps", "2", "--json"], capture_output=True, text=True, env=env,
-                       timeout=900)
-    assert p.returncode == 0, p.stderr[-3000:]
-    doc = json.loads(p.stdout)
+    prof, doc = profile_then_fix(tmp_path, data, ["imgsz=64", "batch=2", "epochs=1"], "batch=16")
+    assert "RN201" not in [f["id"] for f in prof["findings"]]
     v = {x["candidate"]: x for x in doc["trials"]["verdicts"]}
     assert v["batch=16"]["kept"] and v["batch=16"]["gain"] > 0.5, v
     assert v["batch=16"]["saved_s"] > 0, v  # over the planned 400 images, one-off included
