@@ -129,7 +129,9 @@ def _design(cands, reps: int, max_reps: int, profile, plan, budget: float | None
     epochs = st.get("epochs") or plan.epochs
     long_run = isinstance(epochs, (int, float)) and epochs >= MIN_EPOCHS
     limit = budget if budget is not None else (SHARE * saving if long_run and saving and saving > 0 else None)
-    cands, max_reps, est = fit(cands, reps, max_reps, profile.summary or {}, st, saving, limit)
+    loader_s = (profile.loader_capacity or {}).get("seconds") or 0.0
+    cands, max_reps, est = fit(cands, reps, max_reps, profile.summary or {}, st, saving, limit,
+                               loader_s if isinstance(loader_s, (int, float)) else 0.0)
     over = f" over the planned {epochs:g} epochs" if isinstance(epochs, (int, float)) else ""
     can = f"the plan can save at most {saving:.0f} s{over}" if saving is not None else "what the plan saves is unknown"
     log(f"verify: about {est.verify_s:.0f} s for {est.trials} trials; {can}"

@@ -38,10 +38,11 @@ class Estimate:
                 "skipped": self.skipped}
 
 
-def trial_seconds(cand, summary: dict[str, Any], settings: dict[str, Any]) -> float:
-    """One trial of ``cand``: the profile's fixed part plus its default steps at the profile's step time."""
+def trial_seconds(cand, summary: dict[str, Any], settings: dict[str, Any], loader_s: float = 0.0) -> float:
+    """One trial of ``cand``: the profile's fixed part (less ``loader_s``, its timing of the loader alone, which trials
+    skip) plus its default steps at the profile's step time."""
     ph = summary.get("phases") or {}
-    fixed = (ph["total"] - ph.get("steps", 0.0)) if ph.get("total") else DEFAULT_FIXED_S
+    fixed = max(ph["total"] - ph.get("steps", 0.0) - loader_s, 0.0) if ph.get("total") else DEFAULT_FIXED_S
     step = summary.get("step_s_median") or 0.0
     batch0 = settings.get("batch") or 1
     batch = cand.args.get("batch", batch0) if isinstance(cand.args.get("batch", batch0), (int, float)) else batch0
@@ -51,18 +52,18 @@ def trial_seconds(cand, summary: dict[str, Any], settings: dict[str, Any]) -> fl
 
 
 def estimate(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings: dict[str, Any],
-             saving: float | None) -> Estimate:
-    per = {c.name: trial_seconds(c, summary, settings) for c in cands}
+             saving: float | None, loader_s: float = 0.0) -> Estimate:
+    per = {c.name: trial_seconds(c, summary, settings, loader_s) for c in cands}
     # the first rounds for all; the extra repeats (at most max_reps - reps) counted for the undecided half of them
     extra = max(max_reps - reps, 0) * sum(per.values()) / 2
     return Estimate(len(cands) * reps, sum(per.values()) * reps + extra, per, saving)
 
 
 def fit(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings: dict[str, Any],
-        saving: float | None, budget: float | None) -> tuple[list, int, Estimate]:
+        saving: float | None, budget: float | None, loader_s: float = 0.0) -> tuple[list, int, Estimate]:
     """The candidates and max_reps that fit ``budget`` seconds (None: no budget), with the estimate of that design
     and what was skipped."""
-    est = estimate(cands, reps, max_reps, summary, settings, saving)
+    est = estimate(cands, reps, max_reps, summary, settings, saving, loader_s)
     est.budget_s = budget
     if budget is None or est.verify_s <= budget:
         return cands, max_reps, est
@@ -74,7 +75,7 @@ def fit(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings
     needed = {c.against for c in cands}
 
     def cost() -> float:
-        return estimate(keep, reps, max_reps, summary, settings, saving).verify_s
+        return estimate(keep, reps, max_reps, summary, settings, saving, loader_s).verify_s
 
     removable = sorted((c for c in keep if c.name != "baseline" and c.name not in needed),
                        key=lambda c: max((x.seconds_saved_per_epoch or 0.0 for x in c.changes), default=0.0))
@@ -83,6 +84,6 @@ def fit(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings
             break
         keep.remove(c)
         skipped.append(f"{c.name} (expected gain the smallest of those left)")
-    est = estimate(keep, reps, max_reps, summary, settings, saving)
+    est = estimate(keep, reps, max_reps, summary, settings, saving, loader_s)
     est.budget_s, est.skipped = budget, skipped
     return keep, max_reps, est
