@@ -66,3 +66,17 @@ def test_fix_says_what_verify_costs_against_what_it_saves_and_fits_a_long_traini
     assert r.exit_code == 0 and f"budget {0.25 * saving:.0f} s" in err and "skipped to fit the budget" in err
     assert len(seen["cands"]) < full and seen["max_reps"] == 2 and seen["cands"][0].name == "baseline"
     assert json.loads(r.stdout)["command"] == "fix"
+
+
+def test_the_design_shrinks_with_the_planned_training():
+    # a quarter of what the plan can save over the planned epochs: the shorter the training, the fewer trials
+    from yolodoctor.fixing.budget import SHARE
+
+    cands = candidates(plan())
+    sizes = []
+    for epochs in (100, 40, 10):
+        saving = 100.0 * epochs  # the largest single gain, 100 s an epoch
+        kept, top, e = fit(cands, 2, 4, SUMMARY, SETTINGS, saving, SHARE * saving)
+        sizes.append((len(kept), top))
+        assert e.verify_s <= SHARE * saving or len(kept) == 2
+    assert sizes[0] == (5, 4) and sizes[0] >= sizes[1] >= sizes[2] and sizes[2][0] < 5
