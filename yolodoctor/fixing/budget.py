@@ -6,8 +6,8 @@ profile's default steps at the profile's own step time, scaled by the candidate'
 faster candidates finish sooner). The saving is the plan's upper bound over the planned epochs (Plan.run_saving).
 
 Fitting a budget drops, in this order, the extra repeats for undecided candidates (max_reps down to reps), then the
-candidates with the smallest expected gain (never the baseline, nor what a kept candidate is measured against),
-and says what it dropped and why. Two repeats stay: the baseline's second, with another seed, is what measures how
+candidates with the smallest expected gain (never the baseline, nor what a kept candidate is measured against, nor
+the last candidate with the largest expected gain), and says what it dropped and why. Two repeats stay: the baseline's second, with another seed, is what measures how
 much unchanged training's loss varies.
 """
 
@@ -79,7 +79,7 @@ def fit(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings
 
     removable = sorted((c for c in keep if c.name != "baseline" and c.name not in needed),
                        key=lambda c: max((x.seconds_saved_per_epoch or 0.0 for x in c.changes), default=0.0))
-    for c in removable:
+    for c in removable[:-1] if len(keep) - len(removable) <= 1 else removable:  # one candidate stays at least
         if cost() <= budget:
             break
         keep.remove(c)
