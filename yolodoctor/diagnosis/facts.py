@@ -346,7 +346,7 @@ def _event_facts(f: dict[str, Any], events: list[dict]) -> None:
     halvings = _halvings(steps)
     if retries or halvings:
         f["run.oom_retries"] = float(max(len(retries), halvings))
-    ran = _window_batch(steps, f)
+    ran = _batch_that_ran(steps)
     if ran is not None:
         f["run.batch"] = ran
     # one span for both peaks: the steps after each epoch's first (the allocator's peaks are reset after every step,
@@ -392,8 +392,8 @@ def _halvings(steps: list[dict]) -> int:
     return n
 
 
-def _window_batch(steps: list[dict], f: dict[str, Any]) -> float | None:
-    """The batch the steady window's steps ran (the last one, where a halving fell inside it)."""
+def _batch_that_ran(steps: list[dict]) -> float | None:
+    """The batch the last steps ran (after any halving)."""
     batches = [e["batch"] for e in steps if _num(e.get("batch")) and not e.get("traced")]
     return float(batches[-1]) if batches else None
 

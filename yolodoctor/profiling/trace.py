@@ -14,7 +14,6 @@ it can be tested without a GPU.
 from __future__ import annotations
 
 import gzip
-import os
 import re
 import shutil
 from collections import Counter, defaultdict
