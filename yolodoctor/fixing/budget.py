@@ -7,8 +7,8 @@ faster candidates finish sooner). The saving is the plan's upper bound over the 
 
 Fitting a budget drops, in this order, the extra repeats for undecided candidates (max_reps down to reps), then the
 candidates with the smallest expected gain (never the baseline, nor what a kept candidate is measured against, nor
-the last candidate with the largest expected gain), and says what it dropped and why. Two repeats stay: the baseline's second, with another seed, is what measures how
-much unchanged training's loss varies.
+the last candidate with the largest expected gain), and says what it dropped and why. Two repeats stay: the
+baseline's second, with another seed, is what measures how much unchanged training's loss varies.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def trial_seconds(cand, summary: dict[str, Any], settings: dict[str, Any], loade
     fixed = max(ph["total"] - ph.get("steps", 0.0) - loader_s, 0.0) if ph.get("total") else DEFAULT_FIXED_S
     step = summary.get("step_s_median") or 0.0
     batch0 = settings.get("batch") or 1
-    batch = cand.args.get("batch", batch0) if isinstance(cand.args.get("batch", batch0), (int, float)) else batch0
+    batch = cand.args.get("batch", batch0)
+    batch = batch if isinstance(batch, (int, float)) else batch0
     workers = cand.args.get("workers", settings.get("workers") or 0)
     steps = bounds.default_steps(int(workers or 0), settings.get("prefetch_factor"))
     return fixed + steps * step * max(1.0, batch / batch0)
@@ -79,7 +80,9 @@ def fit(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings
 
     removable = sorted((c for c in keep if c.name != "baseline" and c.name not in needed),
                        key=lambda c: max((x.seconds_saved_per_epoch or 0.0 for x in c.changes), default=0.0))
-    for c in removable[:-1] if len(keep) - len(removable) <= 1 else removable:  # one candidate stays at least
+    if len(keep) - len(removable) <= 1:  # only the baseline is protected: the largest expected gain stays with it
+        removable = removable[:-1]
+    for c in removable:
         if cost() <= budget:
             break
         keep.remove(c)

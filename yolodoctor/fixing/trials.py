@@ -337,6 +337,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | 
         alters = any(x.changes_training for x in c.changes)  # an unsafe change: faster is not enough (DESIGN.md 3)
         par = parity(unchanged, _curves(rs)) if alters else safe_par.get(c.name)  # as loss_settled reads them
         need = _need(ok, ref_vals)
+        cost = _wall(by, c, planned_images)
         held, versus, rejected = False, None, False
         if failed:
             why, keep, rejected = f"trial failed: {failed[0].reason}", False, True
@@ -377,7 +378,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | 
                                    f"reaches its {par['images']} images: how much another seed moves the loss is not "
                                    "measured (the curve's own scatter understates it), so its loss cannot be judged; "
                                    "--reps 2 or more runs the baseline with another seed"), False, True
-        elif gain > limit and (cost := _wall(by, c, planned_images)) and cost[1] <= 0:
+        elif gain > limit and cost and cost[1] <= 0:
             why, keep = (f"{gain:+.1%} in steady state, but over the planned training ({planned_images:.0f} images) its "
                          f"one-off {cost[2]:.0f} s costs more than it saves: about {cost[0]:.0f} s against "
                          f"{cost[0] + cost[1]:.0f} s"), False
@@ -395,7 +396,6 @@ def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | 
             held = gain > MIN_GAIN
         if par is not None and not alters and par.get("moved") and not rejected:
             why += f"; its loss moved {par['rel']:+.1%} (band {par['band']:.1%}), as expected: {moved_cause(c)}"
-        cost = _wall(by, c, planned_images)
         verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why, par, inconclusive=held, versus=versus,
                                 rejected=rejected,
                                 to_decide=_to_decide(noise, held, ok, base if versus == "baseline" else ref_vals),

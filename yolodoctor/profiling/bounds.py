@@ -80,7 +80,7 @@ def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> d
             any(_n(s) >= first for s in plain):
         start, evidence = (first if whole else _settled_start(plain, depth)), "occupancy"
     else:
-        start, evidence = (first if whole else window_start_from_depth(depth)), "fixed rule"
+        start, evidence = (first if whole else SETTLE + depth), "fixed rule"
     win = [s for s in plain if _n(s) >= start]
     out.update(first_step=start, evidence=evidence, records=win, steps=len(win))
     why, needs = None, None
@@ -107,10 +107,6 @@ def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> d
             needs = len(win)
     out.update(valid=why is None, why=why, needs=needs)
     return out
-
-
-def window_start_from_depth(depth: int) -> int:
-    return SETTLE + depth
 
 
 def _settled_start(steps: list[dict[str, Any]], depth: int) -> int:
