@@ -41,3 +41,17 @@ def test_primary_findings_match_what_the_data_shows():
     assert first["h200-b128w16-cpu-saturated"] == "DL205"  # no wait, but 16 workers starve the training thread
     assert first["h200-yolo11x-autobatch90"] == "RN201"  # 50 steps cannot outlast 32 prefetched batches
     assert "MM204" not in [f["id"] for f in snapshot(PROFILES / "h200-yolo11x-autobatch90")]
+
+
+def test_oom_halving_reports_the_batch_that_ran_on_recorded_gpu_runs():
+    def message(run, rule):
+        return next(f["message"] for f in snapshot(PROFILES / run) if f["id"] == rule)
+
+    # yolo11x at 1280 in float32 ran out of memory at batch 16 on an 80 GB card; Ultralytics halved it to 8
+    assert "batch 8 ran, not the 16" in message("h100-yolo11x-1280-fp32-oom", "MM205")
+    # AutoBatch at 95% chose 37, which ran out of memory and was halved: its estimate is not judged on batch 18
+    ids = [f["id"] for f in snapshot(PROFILES / "h100-yolo11l-1280-autobatch95")]
+    assert "batch 18 ran, not the 37" in message("h100-yolo11l-1280-autobatch95", "MM205")
+    assert "MM208" not in ids
+    # cache='ram' fits on that host: the cache ran, and its side effect on mosaic is named
+    assert "DL207" in [f["id"] for f in snapshot(PROFILES / "h100-b128w14-cache-ram")]

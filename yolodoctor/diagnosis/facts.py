@@ -322,7 +322,9 @@ def _log_facts(f: dict[str, Any], events: list[dict], st: dict[str, Any]) -> Non
         _put(f, "ul.autobatch_batch", float(b))
         _put(f, "ul.autobatch_target", float(pct) / 100)
         _put(f, "ul.autobatch_total_gb", float(total))
-        if _num(f.get("gpu.torch_reserved_max")) and float(total) > 0:
+        # Only a batch that ran as chosen tells how good the estimate was; a halved one is MM205's finding.
+        ran_as_chosen = f.get("run.batch") in (None, float(b))
+        if ran_as_chosen and _num(f.get("gpu.torch_reserved_max")) and float(total) > 0:
             used = f["gpu.torch_reserved_max"] / (float(total) * (1 << 30))
             _put(f, "ul.autobatch_miss", used - float(pct) / 100)
     elif "autobatch_default" in kinds:
