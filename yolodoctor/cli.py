@@ -81,8 +81,9 @@ def check(ctx: Ctx, train_args: tuple[str, ...], as_json: bool, fail_on: str, wa
 @cli.command()
 @click.argument("train_args", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--steps", type=click.IntRange(1), default=None,
-              help="Stop after N steps, skipping the validation and saving that follow [default: settle + 3 x the"
-                   " loader's prefetch depth]. Use --all for the whole run.")
+              help="Stop after N steps, skipping the validation and saving that follow [default: settle + the"
+                   " loader's prefetch depth + two minimal windows, more while its queue still drains]. Use --all for"
+                   " the whole run.")
 @click.option("--all", "whole", is_flag=True, help="Profile the whole run, validation included.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Run directory (must not exist).")
 @click.option("--no-trace", is_flag=True, help="Skip the torch.profiler window.")
@@ -244,7 +245,7 @@ def demo(ctx: Ctx, work_dir: Path, as_json: bool) -> None:
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
-    """Words before `--` go to click; words after are the program to profile (DESIGN.md section 3)."""
+    """Words before `--` go to click; words after are the program to profile."""
     if "--" in argv:
         i = argv.index("--")
         return argv[:i], argv[i + 1:]

@@ -22,8 +22,8 @@ def plan():
 
 def test_a_trial_costs_the_profiles_fixed_part_plus_its_default_steps():
     base, workers, *_ = candidates(plan())
-    assert trial_seconds(base, SUMMARY, SETTINGS) == 30.0 + (20 + 3 * 8 + 5) * 0.1  # fixed 50 - 20 s of steps
-    assert trial_seconds(workers, SUMMARY, SETTINGS) == 30.0 + (20 + 3 * 60 + 5) * 0.1
+    assert trial_seconds(base, SUMMARY, SETTINGS) == 30.0 + (20 + 8 + 20 + 5) * 0.1  # fixed 50 - 20 s of steps
+    assert trial_seconds(workers, SUMMARY, SETTINGS) == 30.0 + (20 + 60 + 20 + 5) * 0.1
     e = estimate(candidates(plan()), 2, 2, SUMMARY, SETTINGS, 1000.0)
     assert e.trials == 10 and round(e.verify_s, 1) == round(2 * sum(e.per_trial_s.values()), 1)
 

@@ -43,6 +43,14 @@ def test_a_queue_still_draining_is_invalid_and_says_how_many_steps_it_needs():
     assert 90 <= w["needs"] <= 120, w  # ~19 batches left at 0.2 a step, plus a minimal window
 
 
+def test_a_slow_drain_that_would_bias_the_rate_is_invalid_even_within_the_tolerance():
+    ready = [60 - (i - 20) * 0.11 if i > 20 else 60 for i in range(105)]  # 9 batches in 84 steps: 11% from the queue
+    w = summarise(run(ready), {"workers": 15, "prefetch_factor": 4})["window"]
+    assert not w["valid"] and "still draining" in w["why"]
+    jitter = [60 - (i % 3) for i in range(105)]  # a full queue's integer jitter is not a drain
+    assert summarise(run(jitter), {"workers": 15, "prefetch_factor": 4})["window"]["valid"]
+
+
 def test_a_rate_that_moves_across_the_window_is_invalid():
     t, steps = 0.0, []
     for i in range(60):

@@ -47,8 +47,15 @@ def test_bounded_profile_writes_a_rereadable_record(dataset, tmp_path):
     assert prof.settings["device"] == "cpu" and prof.settings["workers"] == 0
     assert all(prof.host_probe[k]["python_ms"] > 0 for k in ("before", "after"))  # the host's speed around it
     assert doc["facts"]["host.python_ms"] > 0
-    # bounded: 4 steps of a 6-step epoch; no validation afterwards (results.csv has no val metrics), one checkpoint
-    assert (tmp_path / "ul" / "run" / "weights" / "last.pt").exists()
+    # bounded: 4 steps of a 6-step epoch; no validation afterwards (results.csv has no val metrics), and no
+    # checkpoint, which nothing reads: the process ends at the training's end
+    assert not (tmp_path / "ul" / "run" / "weights" / "last.pt").exists()
+    ph = prof.summary["phases"]
+    assert list(ph) == ["start", "imports", "model", "trainer", "setup", "first_batch", "steps", "end", "total"]
+    assert abs(sum(v for k, v in ph.items() if k != "total") - ph["total"]) < 0.01
+    ev = list(read_events(out / "events.jsonl"))
+    after = ev[-1]["t"] - max(e["t1"] for e in ev if e["type"] == "step")  # the trace's export, the loader's timing
+    assert ev[-1]["type"] == "run_end" and ph["end"] < after + 1.0  # and then no teardown: the process ends there
     head, row = (tmp_path / "ul" / "run" / "results.csv").read_text().splitlines()
     values = dict(zip(head.split(","), row.split(",")))
     assert float(values["train/box_loss"]) > 0

@@ -14,7 +14,10 @@ def steps(n, wait=0.01, compute=0.1, images=8):
 
 def test_default_steps_rule():
     assert bounds.default_steps(0) == bounds.MIN_STEPS + 5
-    assert bounds.default_steps(8) == bounds.SETTLE + 3 * 32 + 5
+    assert bounds.default_steps(8) == bounds.SETTLE + 32 + 2 * bounds.MIN_WINDOW + 5
+    assert bounds.default_steps(15) == 105  # the old fixed rule asked 205: the occupancy says when more are needed
+    assert bounds.max_steps(15) == 420 and bounds.max_steps(0) == 4 * (bounds.MIN_STEPS + 5)
+    assert all(bounds.max_steps(w) >= bounds.SETTLE + 3 * bounds.prefetch_depth(w) + 5 for w in range(33))
     assert bounds.window_start(8) == bounds.SETTLE + 32
 
 

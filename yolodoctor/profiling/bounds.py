@@ -12,9 +12,10 @@ pipeline. The window is therefore judged from what the run shows (``window``):
   - at least MIN_WINDOW steps.
 
 Records without occupancy (older runs) fall back to the fixed rule: the window starts after SETTLE + one queue depth
-and needs twice the depth. A bounded profile runs ``default_steps`` and, where the evidence says the queue is still
-draining, up to ``max_steps`` (profiling/recorder.py extends it); it is never cut short by the end of the user's
-epochs (the measured epoch runs on past its last batch, wrapping around the dataset).
+and needs twice the depth. A bounded profile runs ``default_steps`` (enough for one queue depth to drain after SETTLE
+and two minimal windows) and, where the evidence says the queue is still draining or the window too short, up to
+``max_steps`` (profiling/recorder.py extends it); it is never cut short by the end of the user's epochs (the measured
+epoch runs on past its last batch, wrapping around the dataset).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ MIN_WINDOW = 10
 PREFETCH_FACTOR = 4
 RATE_TOLERANCE = 0.3  # the window's halves may differ this much in images/s (step times are noisy on a shared CPU)
 MAX_FACTOR = 4  # a bounded profile extended for a draining queue runs at most this many times its default steps
+DRAIN_SHARE = 0.05  # a window whose queue supplies more than this share of its batches measures partly the queue
 
 
 def prefetch_depth(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) -> int:
@@ -36,13 +38,17 @@ def prefetch_depth(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) 
 
 
 def default_steps(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) -> int:
-    """SETTLE + 3 queue depths (at least MIN_STEPS), plus the trace window's steps."""
+    """MIN_STEPS without a loader queue, else SETTLE + one queue depth + two minimal windows; plus the trace window's
+    steps."""
     from yolodoctor.profiling.trace import ACTIVE
 
-    return max(MIN_STEPS, SETTLE + 3 * prefetch_depth(workers, prefetch_factor)) + ACTIVE
+    depth = prefetch_depth(workers, prefetch_factor)
+    return (max(MIN_STEPS, SETTLE + depth + 2 * MIN_WINDOW) if depth else MIN_STEPS) + ACTIVE
 
 
 def max_steps(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) -> int:
+    """The most a bounded run extends to: MAX_FACTOR x its default, which covers the fixed rule's SETTLE + 3 queue
+    depths for a loader whose occupancy cannot be read."""
     return MAX_FACTOR * default_steps(workers, prefetch_factor)
 
 
@@ -124,12 +130,14 @@ def _tolerance(depth: int) -> float:
 
 
 def _draining(win: list[dict[str, Any]], depth: int) -> tuple[float, float] | None:
-    """(batches left at the window's end, fewer per step) where the occupancy still falls across the window by more
-    than the tolerance and is not yet near empty; None otherwise."""
+    """(batches left at the window's end, fewer per step) where the occupancy still falls across the window and is
+    not yet near empty: by more than the tolerance in all, or by more than DRAIN_SHARE of a batch a step (the rate
+    measured would then be that much the queue's) and more than the occupancy's integer jitter; None otherwise."""
     xs, ys = [float(_n(s)) for s in win], [float(s["ready"]) for s in win]
     slope = _slope(xs, ys)
     tol = _tolerance(depth)
     end = statistics.fmean(ys) + slope * (xs[-1] - statistics.fmean(xs))
-    if slope < 0 and -slope * (xs[-1] - xs[0]) > tol and end > tol:
+    drop = -slope * (xs[-1] - xs[0])
+    if slope < 0 and end > tol and (drop > tol or (-slope > DRAIN_SHARE and drop > 2.0)):
         return end, -slope
     return None

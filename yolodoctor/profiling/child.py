@@ -33,7 +33,7 @@ def apply_torch_flags(flags: dict) -> None:
 
 def no_dataset_downloads() -> None:
     """Ultralytics' ``check_det_dataset`` runs a data.yaml's ``download:`` field (Python through exec, or a shell
-    command) when the val path is missing (DESIGN.md section 5). A training yolodoctor launches - a profile, a trial,
+    command) when the val path is missing. A training yolodoctor launches - a profile, a trial,
     ``fix --apply`` replaying recorded arguments - never does: the check runs with ``autodownload=False``, so a missing
     val path ends the training with Ultralytics' own "images not found" error, which the profile records."""
     from ultralytics.data import utils
@@ -56,10 +56,13 @@ def main(run_dir: str) -> int:
     try:
         from ultralytics import YOLO
 
+        session.events.write("imported")
         no_dataset_downloads()
         args = dict(session.spec["args"])
         apply_torch_flags(session.spec.get("torch_flags") or {})
         model = YOLO(args.pop("model"))
+        session.events.write("model_built")
+        session.recorder.ends_process = True  # nothing follows train() here: a bounded run ends at its last step
         session.attach(model)
         model.train(**args)
     except BaseException as e:  # noqa: BLE001 - every ending is recorded, then reported by the exit code

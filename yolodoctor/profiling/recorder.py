@@ -11,8 +11,10 @@ length: its first epoch runs on past the epoch's last batch (the loader wraps ar
 until the bound, so that a one-epoch training of a small dataset is measured in its own phase (the same epochs,
 hence mosaic, warm-up, optimizer and learning rate as the user's run) rather than cut at its end. With
 ``extend_to``, the bound moves up to that many steps while the queue's occupancy shows it still draining
-(profiling/bounds.py). The checkpoint is still written (one save of last.pt): ``Model.train()``
-requires one, and a program that trains twice goes on to its second call.
+(profiling/bounds.py). In script mode the checkpoint is still written (one save of last.pt): ``Model.train()``
+requires one, and a program that trains twice goes on to its second call. Where the process ends with the training
+(``ends_process``: `profile KEY=VALUE` and the trials of fix), a bounded run writes no checkpoint and the session ends
+the process at the training's end.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class Recorder:
         self.steps = 0  # steps of this train() call
         self.total_steps = 0
         self.bounded = False
+        self.ends_process = False  # the process ends with this training (args mode): a bounded run skips the checkpoint
         self.cost_s = 0.0  # seconds spent in the step callbacks, this train() call
         self._reset_epoch_state()
         self._pending: deque = deque()
@@ -310,6 +313,8 @@ class Recorder:
         trainer.final_eval = lambda: None
         trainer.plot_metrics = lambda: None
         trainer.args.plots = False
+        if self.ends_process:  # nothing reads a bounded run's weights; the session ends the process at train end
+            trainer.save_model = lambda: False
         self.events.write("bounded", step=self.total_steps, train_index=self.train_index)
 
 

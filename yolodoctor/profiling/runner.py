@@ -201,18 +201,19 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
 
 def phases(events: list[dict], spawned: float, ended: float) -> dict[str, float]:
     """Where a run's wall time went, in seconds, from its event stream (on the parent's monotonic clock): ``start``
-    (process start, to the recorder's session), ``model`` (importing torch and Ultralytics, building the model and the
-    trainer), ``setup``
-    (Ultralytics' setup: the datasets and their label scan, the AMP check, AutoBatch, the loaders), ``first_batch``
-    (the loader's workers starting, to the first step), ``steps`` (first step to last), ``end`` (after the last step:
-    the checkpoint, the loader's timing, the process's exit) and ``total``. A part whose event is missing is merged
-    into the next."""
+    (process start, to the recorder's session), ``imports`` (torch and Ultralytics), ``model`` (building the model),
+    ``trainer`` (Ultralytics' trainer: the device, the seeds, the data.yaml), ``setup`` (Ultralytics' setup: the
+    datasets and their label scan, the AMP check, AutoBatch, the loaders), ``first_batch`` (the loader's workers
+    starting, to the first step), ``steps`` (first step to last), ``end`` (after the last step: the epoch's end, the
+    loader's timing, the process's exit) and ``total``. A part whose event is missing (script mode has no
+    ``imported`` or ``model_built``) is merged into the next."""
     def first(type_: str) -> float | None:
         return next((e["t"] for e in events if e.get("type") == type_ and isinstance(e.get("t"), (int, float))), None)
 
     steps = [e for e in events if e.get("type") == "step" and isinstance(e.get("t0"), (int, float))
              and isinstance(e.get("t1"), (int, float))]
-    marks = [("start", first("run_start")), ("model", first("train_begin")), ("setup", first("settings")),
+    marks = [("start", first("run_start")), ("imports", first("imported")), ("model", first("model_built")),
+             ("trainer", first("train_begin")), ("setup", first("settings")),
              ("first_batch", steps[0]["t0"] - (steps[0].get("wait") or 0) if steps else None),
              ("steps", steps[-1]["t1"] if steps else None)]
     out, last = {}, spawned

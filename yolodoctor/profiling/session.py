@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,26 @@ class Session:
                 self.events.write("trace", skipped=self.trace.skipped)
 
     def _on_train_end(self, trainer) -> None:
-        """After the steps and before Ultralytics closes its loaders: time the train loader alone."""
+        """After the steps and before Ultralytics closes its loaders: time the train loader alone. A bounded run whose
+        process ends with the training (``recorder.ends_process``) then ends here, its record complete: Ultralytics'
+        teardown after this point (reloading the checkpoint, which a bounded run does not write) measures nothing."""
+        self._time_loader(trainer)
+        if self.recorder.ends_process and self.recorder.bounded:
+            self._end_process(trainer)
+
+    def _end_process(self, trainer) -> None:
+        for loader in (getattr(trainer, "train_loader", None), getattr(trainer, "test_loader", None)):
+            try:
+                if callable(getattr(loader, "close", None)):
+                    loader.close()
+            except Exception as e:  # the run is over: record, never raise from here
+                self.events.write("loader_close_error", error=f"{type(e).__name__}: {e}"[:300])
+        self.end("complete", None)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    def _time_loader(self, trainer) -> None:
         seconds = float(self.spec.get("loader_seconds", 8.0) or 0)
         if seconds <= 0 or not self.spec.get("loader_capacity", True) or self.rank not in (-1, 0):
             return

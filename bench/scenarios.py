@@ -1,0 +1,240 @@
+"""The GPU scenario matrix (bench/scenarios.yaml): for each training shape, `profile`, a sweep over the grid fixed in
+the YAML, `fix --verify --apply` and the original training run whole; then one table.
+
+    python3 bench/scenarios.py run [--only NAME,...] [--seconds 540]   (repo root, on the GPU machine)
+    python3 bench/scenarios.py report [DIR]                            (default: bench/results/scenarios)
+
+``run`` is resumable at two levels. On one machine, every stage runs detached (its own process session) and leaves
+``STAGE.rc`` when it ends; a call waits at most ``--seconds`` and exits 3 while a stage still runs, so the next call
+goes on where this one stopped. Across machines, a scenario whose results are already in bench/results/scenarios/NAME
+(committed) is not run again. What a finished scenario leaves (profiles' records, fix's JSON, no traces or weights) is
+copied to bench/results/scenarios/NAME and, where $OUT is set, to $OUT/scenarios/NAME.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+GRID = ROOT / "bench" / "scenarios.yaml"
+WORK = ROOT / "bench" / "out" / "scenarios"
+RESULTS = ROOT / "bench" / "results" / "scenarios"
+STAGES = ("profile", "grid", "fix", "original")
+NOISE = 0.05  # "never slower than the original beyond the measured noise": the default when trials measured none
+
+
+def load(path: Path = GRID) -> list[dict]:
+    return yaml.safe_load(path.read_text())["scenarios"]
+
+
+def kv(args: dict) -> list[str]:
+    return [f"{k}={v}" for k, v in args.items()]
+
+
+def dataset_dir(ds: dict) -> Path:
+    return ROOT / "bench" / "out" / "datasets" / f"{ds['images']}-{ds['format']}-{ds['size']}"
+
+
+def stage_commands(sc: dict, d: Path) -> dict[str, str]:
+    """The shell command of each stage of scenario ``sc`` working in ``d``."""
+    ds = dataset_dir(sc["dataset"])
+    yd = f"{sys.executable} -m yolodoctor"
+    def train(over: dict | None = None) -> str:
+        return " ".join(kv({**sc["args"], **(over or {}), "data": ds / "data.yaml", "plots": False,
+                            "project": d / "ul"}))
+
+    make = (f"[ -f {ds}/.yolodoctor-dataset ] || {yd} make-dataset {ds} --images {sc['dataset']['images']} "
+            f"--format {sc['dataset']['format']} --size {sc['dataset']['size']} --force > /dev/null")
+    grid = "; ".join(f"rm -rf {d}/grid-{i}; {yd} profile {train(g)} name=grid-{i} --no-trace "
+                     f"--loader-seconds 0 --out {d}/grid-{i} --json > {d}/grid-{i}.json"
+                     for i, g in enumerate(sc["grid"]))
+    return {"profile": f"{make} && rm -rf {d}/profile && {yd} profile {train()} name=profile --out {d}/profile --json "
+                       f"> {d}/profile.out.json",
+            "grid": grid + "; true",
+            "fix": f"{yd} fix {d}/profile --verify --apply --json > {d}/fix.json",
+            "original": f"rm -rf {d}/original; {yd} profile {train()} name=original --all --no-trace --loader-seconds 0 "
+                        f"--out {d}/original --json > {d}/original.json"}
+
+
+def _alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def step(d: Path, stage: str, command: str) -> bool:
+    """Start ``stage`` detached unless it runs or ran; True once it has ended."""
+    if (d / f"{stage}.rc").exists():
+        return True
+    pid = d / f"{stage}.pid"
+    if pid.exists() and _alive(pid):
+        return False
+    t0 = time.time()
+    wrapped = f"({command}) 2> {d}/{stage}.log; echo $? > {d}/{stage}.rc.tmp; " \
+              f"echo {{\\\"seconds\\\": $(( $(date +%s) - {int(t0)} ))}} > {d}/{stage}.time.json; " \
+              f"mv {d}/{stage}.rc.tmp {d}/{stage}.rc"
+    p = subprocess.Popen(["bash", "-c", wrapped], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True, cwd=ROOT,
+                         env={**os.environ, "YOLO_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
+    pid.write_text(str(p.pid))
+    print(f"{d.name}: {stage} started", flush=True)
+    return False
+
+
+def collect(sc: dict, d: Path, dest: Path) -> None:
+    """The small records of a finished scenario: the profiles' profile.json, the commands' JSON, fix's log tail."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("profile", "original", *(f"grid-{i}" for i in range(len(sc["grid"])))):
+        if (d / name / "profile.json").exists():
+            shutil.copy(d / name / "profile.json", dest / f"{name}.profile.json")
+    for f in ("profile.out.json", "fix.json", *(f"{s}.time.json" for s in STAGES)):
+        if (d / f).exists():
+            shutil.copy(d / f, dest / f)
+    if (d / "fix.log").exists():
+        (dest / "fix.log").write_bytes((d / "fix.log").read_bytes()[-100_000:])
+    try:
+        applied = (json.loads((d / "fix.json").read_text()).get("applied") or {}).get("run_dir")
+    except (OSError, ValueError):
+        applied = None
+    applied = (ROOT / applied) if applied else None  # fix writes it relative to where it ran: the repo root
+    if applied and (applied / "profile.json").exists():
+        shutil.copy(applied / "profile.json", dest / "applied.profile.json")
+    (dest / "scenario.json").write_text(json.dumps(sc, indent=1) + "\n")
+
+
+def run(only: list[str] | None, seconds: float) -> int:
+    t0 = time.monotonic()
+    for sc in load():
+        if only and sc["name"] not in only:
+            continue
+        if (RESULTS / sc["name"] / "scenario.json").exists():
+            continue  # finished on an earlier machine
+        d = WORK / sc["name"]
+        d.mkdir(parents=True, exist_ok=True)
+        cmds = stage_commands(sc, d)
+        for stage in STAGES:
+            while not step(d, stage, cmds[stage]):
+                if time.monotonic() - t0 > seconds:
+                    print(f"{sc['name']}: {stage} still running; call again to go on", flush=True)
+                    return 3
+                time.sleep(5)
+            rc = (d / f"{stage}.rc").read_text().strip()
+            print(f"{sc['name']}: {stage} rc={rc}", flush=True)
+        collect(sc, d, RESULTS / sc["name"])
+        if os.environ.get("OUT"):
+            collect(sc, d, Path(os.environ["OUT"]) / "scenarios" / sc["name"])
+        print(row_text(read(RESULTS / sc["name"])), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- the table
+
+def _j(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _rate(p: dict) -> float | None:
+    return (p.get("summary") or {}).get("images_per_s")
+
+
+def _wall(p: dict) -> float | None:
+    return ((p.get("summary") or {}).get("phases") or {}).get("total")
+
+
+def read(d: Path) -> dict:
+    """One scenario's figures from its collected records."""
+    sc = _j(d / "scenario.json")
+    prof, fix = _j(d / "profile.out.json"), _j(d / "fix.json")
+    orig, app = _j(d / "original.profile.json"), _j(d / "applied.profile.json")
+    grid = [(g, _rate(_j(d / f"grid-{i}.profile.json"))) for i, g in enumerate(sc.get("grid", []))]
+    points = [("original", _rate(orig))] + [(" ".join(kv(g)), r) for g, r in grid]
+    best = max(((n, r) for n, r in points if r), key=lambda x: x[1], default=(None, None))
+    trials = fix.get("trials") or {}
+    kept = [f"{k['key']}={k['after']}" for k in trials.get("kept") or []]
+    relaunched = (fix.get("applied") or {}).get("relaunched", bool(fix.get("applied")))
+    o_wall = _wall(orig)
+    a_wall = _wall(app) if relaunched else o_wall
+    spread = trials.get("baseline_spread")
+    return {"name": sc.get("name", d.name), "bottleneck": sc.get("bottleneck"), "epochs": sc.get("args", {}).get("epochs"),
+            "primary": ((prof.get("findings") or [{}])[0]).get("id"), "kept": kept, "relaunched": relaunched,
+            "orig_rate": _rate(orig), "app_rate": _rate(app) if relaunched else _rate(orig),
+            "orig_wall": o_wall, "app_wall": a_wall, "best": best, "verify_s": trials.get("wall_s"),
+            "noise": spread if spread is not None else NOISE}
+
+
+def goals(r: dict) -> list[str]:
+    out = []
+    if r["app_rate"] and r["best"][1]:
+        out.append(f"best {'met' if r['app_rate'] >= 0.9 * r['best'][1] else 'missed'}")
+    if r["app_wall"] and r["orig_wall"]:
+        out.append(f"not slower {'met' if r['app_wall'] <= r['orig_wall'] * (1 + r['noise']) else 'missed'}")
+    if r["bottleneck"] and r["bottleneck"].startswith("none"):
+        out.append(f"nothing applied {'met' if not r['relaunched'] else 'missed'}")
+    saved = (r["orig_wall"] - r["app_wall"]) if r["orig_wall"] and r["app_wall"] else None
+    if (r["epochs"] or 0) >= 10 and r["verify_s"] and saved is not None:
+        out.append(f"verify <= 25% of saved {'met' if saved > 0 and r['verify_s'] <= 0.25 * saved else 'missed'}")
+    return out
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return format(x, fmt) if x is not None else "-"
+
+
+def row_text(r: dict) -> str:
+    ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"  # noqa: E731
+    saved = (r["orig_wall"] - r["app_wall"]) if r["orig_wall"] and r["app_wall"] else None
+    return (f"| {r['name']} | {r['bottleneck']} | {r['primary'] or '-'} | {', '.join(r['kept']) or 'nothing'} | "
+            f"{ratio(r['app_rate'], r['orig_rate'])} ({_f(r['orig_rate'], '.0f')} -> {_f(r['app_rate'], '.0f')}) | "
+            f"{ratio(r['orig_wall'], r['app_wall'])} ({_f(r['orig_wall'], '.0f')} -> {_f(r['app_wall'], '.0f')} s) | "
+            f"{ratio(r['app_rate'], r['best'][1])} of {r['best'][0] or '-'} | {_f(r['verify_s'], '.0f')} s / "
+            f"{_f(saved, '.0f')} s | {'; '.join(goals(r)) or '-'} |")
+
+
+HEADER = ("| scenario | bottleneck | primary finding | kept | applied / original, steady images/s | "
+          "original / applied, wall time | applied / best swept point | verify / saved | goals |\n"
+          "|---|---|---|---|---|---|---|---|---|")
+
+
+def report(d: Path) -> int:
+    rows = [read(p) for p in sorted(d.iterdir()) if (p / "scenario.json").exists()] if d.exists() else []
+    order = [s["name"] for s in load()]
+    rows.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
+    print(HEADER)
+    for r in rows:
+        print(row_text(r))
+    missing = [n for n in order if n not in {r["name"] for r in rows}]
+    if missing:
+        print(f"\nNot run yet: {', '.join(missing)}.")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--only", default=None, help="comma-separated scenario names")
+    r.add_argument("--seconds", type=float, default=540.0, help="wait at most this long, then exit 3")
+    p = sub.add_parser("report")
+    p.add_argument("dir", nargs="?", type=Path, default=RESULTS)
+    a = ap.parse_args(argv)
+    if a.cmd == "run":
+        return run(a.only.split(",") if a.only else None, a.seconds)
+    return report(a.dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

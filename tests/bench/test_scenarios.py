@@ -1,0 +1,77 @@
+"""bench/scenarios.py: the grid is fixed in the repo, the stages resume where they stopped, and the table's goals are
+judged from the collected records."""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import scenarios as sc  # noqa: E402
+
+
+def test_the_matrix_spans_the_shapes_and_bottlenecks_asked_for():
+    rows = sc.load()
+    assert len(rows) >= 8 and len({r["name"] for r in rows}) == len(rows)
+    images = [r["dataset"]["images"] for r in rows]
+    epochs = [r["args"]["epochs"] for r in rows]
+    assert min(images) <= 1000 and max(images) >= 20000 and min(epochs) == 1 and max(epochs) >= 20
+    assert any(r["bottleneck"].startswith("none") for r in rows)
+    assert all(r["grid"] and all(isinstance(g, dict) and g for g in r["grid"]) for r in rows)
+
+
+def test_a_stage_runs_detached_once_and_is_not_restarted_while_it_runs(tmp_path):
+    cmd = f"sleep 0.5; echo ran >> {tmp_path}/count"
+    assert sc.step(tmp_path, "grid", cmd) is False  # started
+    assert sc.step(tmp_path, "grid", cmd) is False  # running: not started again
+    for _ in range(100):
+        if sc.step(tmp_path, "grid", cmd):
+            break
+        time.sleep(0.1)
+    assert (tmp_path / "grid.rc").read_text().strip() == "0"
+    assert (tmp_path / "count").read_text() == "ran\n"
+    assert json.loads((tmp_path / "grid.time.json").read_text())["seconds"] >= 0
+    assert sc.step(tmp_path, "grid", cmd) is True  # ended: a later call goes on to the next stage
+
+
+def record(d: Path, name: str, rate: float, wall: float) -> None:
+    (d / f"{name}.profile.json").write_text(json.dumps({"summary": {"images_per_s": rate, "phases": {"total": wall}}}))
+
+
+def scenario(tmp_path, *, epochs=20, bottleneck="too few workers", kept=True, applied_rate=900.0, applied_wall=500.0,
+             verify=100.0):
+    d = tmp_path / "s"
+    d.mkdir()
+    (d / "scenario.json").write_text(json.dumps({"name": "s", "bottleneck": bottleneck, "args": {"epochs": epochs},
+                                                 "grid": [{"workers": 8}, {"workers": 15}]}))
+    (d / "profile.out.json").write_text(json.dumps({"findings": [{"id": "DL201"}]}))
+    fix = {"trials": {"kept": [{"key": "workers", "after": 15}] if kept else [], "wall_s": verify,
+                      "baseline_spread": 0.05},
+           "applied": {"relaunched": kept}}
+    (d / "fix.json").write_text(json.dumps(fix))
+    record(d, "original", 200.0, 1000.0)
+    record(d, "grid-0", 600.0, 0)
+    record(d, "grid-1", 950.0, 0)
+    if kept:
+        record(d, "applied", applied_rate, applied_wall)
+    return sc.read(d)
+
+
+def test_goals_are_judged_against_the_best_swept_point_and_the_time_saved(tmp_path):
+    r = scenario(tmp_path)
+    assert r["best"] == ("workers=15", 950.0) and r["kept"] == ["workers=15"]
+    assert sc.goals(r) == ["best met", "not slower met", "verify <= 25% of saved met"]  # 900/950; 100 s of 500 saved
+    row = sc.row_text(r)
+    assert "| DL201 | workers=15 |" in row and "4.50x (200 -> 900)" in row and "2.00x (1000 -> 500 s)" in row
+
+
+def test_missed_goals_are_named(tmp_path):
+    r = scenario(tmp_path, applied_rate=800.0, applied_wall=1100.0, verify=300.0)
+    assert sc.goals(r) == ["best missed", "not slower missed", "verify <= 25% of saved missed"]
+
+
+def test_a_well_tuned_training_must_keep_nothing(tmp_path):
+    r = scenario(tmp_path, epochs=2, bottleneck="none (already well tuned)", kept=False)
+    assert r["app_rate"] == 200.0 and r["app_wall"] == 1000.0  # nothing relaunched: the original stands
+    assert "nothing applied met" in sc.goals(r) and not any(g.startswith("verify") for g in sc.goals(r))
