@@ -5,43 +5,19 @@
 exactly as Ultralytics 8.4 does, then checks every image header and label file in a process pool. Importing this
 module is cheap: no torch, no ultralytics.
 
-Finding ids (category ``dataset``):
+It reports facts, and the DS rules in rules/ turn them into findings:
 
-data.yaml
-  DS001 data-yaml-unparseable       error    not YAML, not a mapping, unreadable, not a .yaml file
-  DS002 data-yaml-missing-key       error    train / val / names-or-nc missing or empty
-  DS003 data-yaml-invalid-value     error    wrong type (path, splits, names, kpt_shape), nc not an integer, bad names
-  DS004 data-yaml-names-mismatch    error    len(names) != nc
-  DS005 data-yaml-path-missing      error    a train/val path does not exist (warning when only test is missing)
-  DS006 data-yaml-download-not-run  info     a download: field is present; check never runs it
-  DS007 split-without-images        error    a train/val split holds no image files
-  DS008 data-yaml-kpt-shape         error    pose without a valid kpt_shape, or flip_idx of the wrong length
-  DS009 data-yaml-relative-path     warning  a relative path: resolves against the current directory or datasets_dir
-  DS010 dataset-task-not-checked    info     classification datasets are not checked here
-  DS011 data-not-given              info     no data= given (check/run.py): no dataset examined
-images
-  DS101 image-without-label         error    images without a label file (warning when <= 10% of every split)
-  DS102 label-without-image         error    label files no image maps to
-  DS103 empty-label-file            info     empty label files (background images)
-  DS104 image-file-missing          error    images listed in a split .txt that do not exist
-  DS105 image-empty-file            error    0-byte image files
-  DS106 image-corrupt               error    PIL cannot open/verify, or not a training image format
-  DS107 jpeg-truncated              error    JPEG without the FFD9 end-of-image marker
-  DS108 image-too-small             error    image side under 10 px
-  DS109 split-overlap               warning  the same image in train and val
-labels
-  DS201 label-wrong-column-count    error    row length wrong for the task (detect 5, segment polygon, pose 5+K*D, obb)
-  DS202 label-unparseable           error    tokens that are not finite numbers, non-UTF-8 files
-  DS203 label-class-out-of-range    error    class id negative, non-integer or >= nc
-  DS204 label-coords-out-of-range   error    coordinates outside [-0.01, 1.01] (Ultralytics' tolerance)
-  DS205 label-zero-size-box         error    zero width/height box, zero-area polygon
-  DS206 label-duplicate-rows        error    identical rows in one file
-
-Facts (flat keys): dataset.yaml, dataset.root, dataset.task, dataset.classes, dataset.images, dataset.images.train,
-dataset.images.val, dataset.images.test, dataset.images.unusable, dataset.labels.found, dataset.labels.missing,
-dataset.labels.empty, dataset.labels.orphan, dataset.instances, dataset.instances_per_class, dataset.label_rows,
-dataset.image_bytes_mean, dataset.image_bytes_total, dataset.image_formats, dataset.image_size_median,
-dataset.download, dataset.check_seconds, dataset.check_workers.
+- ``dataset.yaml_problems``: what is wrong with data.yaml, one item per kind of problem (unparseable, missing-key,
+  invalid-value, names-mismatch, path-missing, no-images, kpt-shape, cwd-path) with its sentences and particulars;
+- ``dataset.defects``: the per-file verdicts Ultralytics' loader would reach (labels.py), one item per kind found
+  (no_label, orphan_label, empty_label, img_missing, img_empty, img_corrupt, jpeg_truncated, img_small,
+  split_overlap, lbl_columns, lbl_parse, lbl_class, lbl_coords, lbl_zero, lbl_dup) with the number of files (and
+  label rows) and the first files as examples;
+- counts and summaries: dataset.yaml, dataset.root, dataset.task, dataset.classes, dataset.images,
+  dataset.images.train, dataset.images.val, dataset.images.test, dataset.images.unusable, dataset.labels.found,
+  dataset.labels.missing, dataset.labels.empty, dataset.labels.orphan, dataset.instances, dataset.instances_per_class,
+  dataset.label_rows, dataset.image_bytes_mean, dataset.image_bytes_total, dataset.image_formats,
+  dataset.image_size_median, dataset.download, dataset.download_text, dataset.check_seconds, dataset.check_workers.
 """
 
 from __future__ import annotations
@@ -78,12 +54,9 @@ from yolodoctor.check.datayaml import (
 from yolodoctor.check.labels import IMG_FORMATS, img2label_paths
 from yolodoctor.check.probe import ProbeResult
 from yolodoctor.errors import InputError, UsageError
-from yolodoctor.findings import Finding, Fix, Severity
 
 __all__ = ["DatasetCheck", "DatasetIndex", "check_dataset", "IMG_FORMATS", "img2label_paths", "usable_cores"]
 
-CATEGORY = "dataset"
-MISSING_LABELS_ERROR_SHARE = 0.10  # above this share of a split, images without labels are an error
 POOL_MIN_FILES = 400  # below this, a process pool costs more than it saves
 
 
@@ -93,206 +66,30 @@ class DatasetCheck(ProbeResult):
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# finding catalogue
+# the facts the DS rules read
 
-_YAML = {  # YamlProblem.kind -> (id, name, severity, fix note)
-    "unparseable": (
-        "DS001",
-        "data-yaml-unparseable",
-        Severity.error,
-        "Fix the YAML syntax: a data.yaml is a mapping with train:, val: and names: (validate it with "
-        "python -c 'import yaml,sys; print(yaml.safe_load(open(sys.argv[1])))' data.yaml).",
-    ),
-    "missing-key": (
-        "DS002",
-        "data-yaml-missing-key",
-        Severity.error,
-        "Add the missing keys: train: and val: (image folders or .txt lists, relative to path:) and names: "
-        "(a list or {index: name} mapping).",
-    ),
-    "invalid-value": (
-        "DS003",
-        "data-yaml-invalid-value",
-        Severity.error,
-        "Use the types Ultralytics expects: path a string; train/val/test a string or list of strings; names a "
-        "list or {0: name, ...} mapping with indices 0..n-1; nc an integer; kpt_shape [keypoints, 2 or 3].",
-    ),
-    "names-mismatch": (
-        "DS004",
-        "data-yaml-names-mismatch",
-        Severity.error,
-        "Make nc equal the number of names, or delete nc (Ultralytics derives it from names).",
-    ),
-    "path-missing": (
-        "DS005",
-        "data-yaml-path-missing",
-        Severity.error,
-        "Point train/val at existing image folders or .txt lists. Relative splits are joined to path: (or the "
-        "yaml's folder when path: is absent); omit path: to keep a dataset portable.",
-    ),
-    "no-images": (
-        "DS007",
-        "split-without-images",
-        Severity.error,
-        f"Put images ({', '.join(sorted(IMG_FORMATS))}) in the split folder (searched recursively, hidden files "
-        "skipped) or list them in the .txt file, one path per line (./ = the list's folder).",
-    ),
-    "kpt-shape": (
-        "DS008",
-        "data-yaml-kpt-shape",
-        Severity.error,
-        "Set kpt_shape: [number of keypoints, 2 (x y) or 3 (x y visible)] and, if you flip, flip_idx with one "
-        "entry per keypoint.",
-    ),
-    "cwd-path": (
-        "DS009",
-        "data-yaml-relative-path",
-        Severity.warning,
-        "Use an absolute path:, or omit path: so that Ultralytics uses the yaml's own folder.",
-    ),
-}
-
-_DEFECTS = {  # labels.* code -> (id, name, severity, fix note)
-    L.NO_LABEL: (
-        "DS101",
-        "image-without-label",
-        Severity.error,
-        "Ultralytics finds an image's labels by replacing the last /images/ in its path with /labels/ and the "
-        "extension with .txt; put the label files there. For images meant as backgrounds (nothing to detect), create "
-        "an empty .txt label file so that the intent is explicit.",
-    ),
-    "orphan": (
-        "DS102",
-        "label-without-image",
-        Severity.error,
-        "Restore the missing images (same name stem, under the images/ folder that mirrors this labels/ folder) or "
-        "delete the stray label files; their annotations are never trained on.",
-    ),
-    L.EMPTY_LABEL: ("DS103", "empty-label-file", Severity.info, None),
-    L.IMG_MISSING: (
-        "DS104",
-        "image-file-missing",
-        Severity.error,
-        "Fix the paths in the split's .txt list: entries starting with ./ are relative to the list's folder, "
-        "other relative entries to the directory training runs from.",
-    ),
-    L.IMG_EMPTY: (
-        "DS105",
-        "image-empty-file",
-        Severity.error,
-        "Copy these images again (an interrupted copy or download leaves 0-byte files), or delete them with their "
-        "label files.",
-    ),
-    L.IMG_CORRUPT: (
-        "DS106",
-        "image-corrupt",
-        Severity.error,
-        "Re-export or delete these images (and their label files). Ultralytics skips them; for a file PIL cannot "
-        "identify it first tries to pip-install pi-heif, which stalls on an offline machine.",
-    ),
-    L.JPEG_TRUNCATED: (
-        "DS107",
-        "jpeg-truncated",
-        Severity.error,
-        "Copy the originals again, or re-encode these JPEGs once yourself (e.g. PIL open + save); otherwise every "
-        "fresh label scan has Ultralytics rewrite them in place, and drops those it cannot decode.",
-    ),
-    L.IMG_SMALL: (
-        "DS108",
-        "image-too-small",
-        Severity.error,
-        "Replace these with the real images or delete them; Ultralytics drops images under 10 px on a side.",
-    ),
-    "overlap": (
-        "DS109",
-        "split-overlap",
-        Severity.warning,
-        "Make train and val disjoint; validation on training images overstates accuracy.",
-    ),
-    L.LBL_COLUMNS: (
-        "DS201",
-        "label-wrong-column-count",
-        Severity.error,
-        "One object per row, normalised 0-1: detect 'class xc yc w h'; segment 'class x1 y1 x2 y2 x3 y3 ...'; pose "
-        "'class xc yc w h' + one 'x y [v]' per keypoint of kpt_shape; obb 'class x1 y1 x2 y2 x3 y3 x4 y4'. Re-export "
-        "the labels for the task you train, or train the task the labels were made for.",
-    ),
-    L.LBL_PARSE: (
-        "DS202",
-        "label-unparseable",
-        Severity.error,
-        "Label files hold numbers only (UTF-8): remove headers, comments and class names (class ids are 0-based "
-        "indices into names).",
-    ),
-    L.LBL_CLASS: (
-        "DS203",
-        "label-class-out-of-range",
-        Severity.error,
-        "Add the missing classes to names: in data.yaml, or remap the label class ids to integers 0..nc-1.",
-    ),
-    L.LBL_COORDS: (
-        "DS204",
-        "label-coords-out-of-range",
-        Severity.error,
-        "Coordinates are fractions of the image width and height: divide pixel values by the image size and clip "
-        "to 0-1.",
-    ),
-    L.LBL_ZERO: (
-        "DS205",
-        "label-zero-size-box",
-        Severity.error,
-        "Delete these rows or fix the tool that exported them; a box of zero width or height (or a flat polygon) "
-        "marks nothing.",
-    ),
-    L.LBL_DUP: (
-        "DS206",
-        "label-duplicate-rows",
-        Severity.error,
-        "Deduplicate the label files and the step that produced them (a merge or export that ran twice).",
-    ),
-}
+YAML_KINDS = ("unparseable", "missing-key", "invalid-value", "names-mismatch", "path-missing", "no-images", "kpt-shape",
+              "cwd-path")
+MAX_SENTENCES = 5  # problems of one kind written out; the rest counted
 
 
-def _n(k: int, noun: str) -> str:
-    return f"{k} {noun}" if k == 1 else f"{k} {noun}s"
-
-
-def _fix(note: str | None) -> Fix | None:
-    return Fix(note=note, safety="safe") if note else None
-
-
-def _finding(spec: tuple, message: str, evidence: dict, severity: Severity | None = None) -> Finding:
-    fid, name, sev, note = spec
-    return Finding(
-        id=fid,
-        name=name,
-        category=CATEGORY,
-        severity=severity if severity is not None else sev,
-        message=message,
-        evidence=evidence,
-        fix=_fix(note),
-    )
-
-
-def _yaml_findings(problems: list[YamlProblem], findings: list[Finding], prefix: str = "data.yaml") -> None:
-    """One finding per problem kind, in catalogue order."""
+def yaml_problems(problems: list[YamlProblem], file_name: str) -> list[dict[str, Any]]:
+    """One item per kind of problem, in YAML_KINDS order: its sentences (the first five), count and particulars."""
     by_kind: dict[str, list[YamlProblem]] = {}
     for p in problems:
         by_kind.setdefault(p.kind, []).append(p)
-    for kind, spec in _YAML.items():
+    out = []
+    for kind in YAML_KINDS:
         ps = by_kind.get(kind)
         if not ps:
             continue
-        msg = "; ".join(p.message for p in ps[:5])
-        if kind != "unparseable":
-            msg = f"{prefix}: {msg}"
-        if len(ps) > 5:
-            msg += f"; and {len(ps) - 5} more"
-        ev: dict[str, Any] = dict(ps[0].evidence) if len(ps) == 1 else {"problems": [p.evidence for p in ps[:20]]}
-        sev = None
-        if kind == "path-missing" and all(p.evidence.get("split") == "test" for p in ps):
-            sev = Severity.warning
-        findings.append(_finding(spec, msg, ev, sev))
+        text = "; ".join(p.message for p in ps[:MAX_SENTENCES])
+        if len(ps) > MAX_SENTENCES:
+            text += f"; and {len(ps) - MAX_SENTENCES} more"
+        out.append({"kind": kind, "file": file_name, "text": text, "count": len(ps),
+                    "detail": dict(ps[0].evidence) if len(ps) == 1 else {"problems": [p.evidence for p in ps[:20]]},
+                    "test_only": all(p.evidence.get("split") == "test" for p in ps)})
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -387,12 +184,12 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
         raise UsageError(f"unknown task {task!r} (choose detect, segment, pose, obb or classify)")
     yaml_file = _locate(data)
     res = DatasetCheck()
-    facts, findings = res.facts, res.findings
+    facts = res.facts
     facts["dataset.yaml"] = str(yaml_file.resolve())
 
     raw, problem = load_yaml(yaml_file)
     if problem is not None or raw is None:
-        _yaml_findings([problem] if problem else [], findings)
+        facts["dataset.yaml_problems"] = yaml_problems([problem] if problem else [], yaml_file.name)
         facts["dataset.check_seconds"] = round(time.perf_counter() - t0, 3)
         return res
 
@@ -402,12 +199,7 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
     facts["dataset.download"] = dl is not None
     if dl is not None:
         text = dl if isinstance(dl, str) else repr(dl)
-        findings.append(_finding(
-            ("DS006", "data-yaml-download-not-run", Severity.info, None),
-            "data.yaml has a download: field; check did not run it (it may run Python or a shell command). "
-            "Ultralytics runs it when the val images are missing.",
-            {"download": text[:300] + ("…" if len(text) > 300 else "")},
-        ))
+        facts["dataset.download_text"] = text[:300] + ("…" if len(text) > 300 else "")
 
     for key, types in DATASET_KEY_TYPES.items():
         v = d.get(key)
@@ -429,13 +221,8 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
 
     task = infer_task(d, task)
     facts["dataset.task"] = task
-    if task == "classify":
-        findings.append(_finding(
-            ("DS010", "dataset-task-not-checked", Severity.info, None),
-            "classification datasets (class folders) are not checked by the dataset probe",
-            {"task": task},
-        ))
-        _yaml_findings(problems, findings, yaml_file.name)
+    if task == "classify":  # class folders: not checked here
+        facts["dataset.yaml_problems"] = yaml_problems(problems, yaml_file.name)
         facts["dataset.check_seconds"] = round(time.perf_counter() - t0, 3)
         return res
 
@@ -492,7 +279,7 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
                 ev["unreadable_lists"] = notes["unreadable_lists"]
             problems.append(YamlProblem("no-images", f"{split}: no image files in {', '.join(map(str, here))}", ev))
 
-    _yaml_findings(problems, findings, yaml_file.name)
+    facts["dataset.yaml_problems"] = yaml_problems(problems, yaml_file.name)
 
     # unique images over splits; labels mapped from the string Ultralytics would hold, then made absolute
     uniq: dict[str, int] = {}
@@ -531,8 +318,9 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
         for s in membership[i]:
             miss_by_split[s] += 1
 
-    # --- findings from the per-file checks
+    # --- the per-file verdicts, one item per kind found (the DS1xx and DS2xx rules read them)
     total = len(items)
+    defects: list[dict[str, Any]] = []
     if agg.missing:
         agg.missing.sort()
         ex = [
@@ -540,88 +328,32 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
             for i in agg.missing[: L.MAX_EXAMPLES]
         ]
         shares = {s: miss_by_split[s] / split_n[s] for s in raw_splits if split_n[s]}
-        worst = max(shares.values(), default=0.0)
-        sev = Severity.error if worst > MISSING_LABELS_ERROR_SHARE else Severity.warning
         per = ", ".join(f"{s} {miss_by_split[s]}/{split_n[s]}" for s in raw_splits if miss_by_split[s])
-        findings.append(
-            _finding(
-                _DEFECTS[L.NO_LABEL],
-                f"{len(agg.missing)} of {total} images have no label file ({per}); Ultralytics trains on them as "
-                "backgrounds with no objects",
-                {"files": len(agg.missing), "images": total, "by_split": miss_by_split, "examples": ex},
-                sev,
-            )
-        )
+        defects.append({"kind": L.NO_LABEL, "files": len(agg.missing), "examples": ex, "by_split": miss_by_split,
+                        "per_split": per, "missing_share_max": max(shares.values(), default=0.0)})
     expected = {lb for _, _, lb in items}
     orphans = _orphan_labels(all_sources, expected, list_files)
     if orphans:
-        findings.append(
-            _finding(
-                _DEFECTS["orphan"],
-                f"{len(orphans)} label files have no matching image; their annotations are never used",
-                {
-                    "files": len(orphans),
-                    "examples": [{"file": p, "reason": "no image with this name stem"} for p in orphans[:5]],
-                },
-            )
-        )
+        defects.append({"kind": "orphan_label", "files": len(orphans),
+                        "examples": [{"file": p, "reason": "no image with this name stem"} for p in orphans[:5]]})
     if agg.empty:
         agg.empty.sort()
-        findings.append(_finding(
-            _DEFECTS[L.EMPTY_LABEL],
-            f"{len(agg.empty)} of {total} images have an empty label file: trained as backgrounds",
-            {"files": len(agg.empty), "examples": [{"file": items[i][2]} for i in agg.empty[: L.MAX_EXAMPLES]]},
-        ))
-    for code, text in (
-        (L.IMG_MISSING, "are listed in a split but do not exist"),
-        (L.IMG_EMPTY, "are empty (0-byte) files"),
-        (L.IMG_CORRUPT, "cannot be read as images (Ultralytics drops them)"),
-        (L.JPEG_TRUNCATED, "are JPEGs with no end-of-image marker (truncated); Ultralytics re-encodes them in place"),
-        (L.IMG_SMALL, "are smaller than 10 px on a side (Ultralytics drops them)"),
-    ):
+        defects.append({"kind": L.EMPTY_LABEL, "files": len(agg.empty),
+                        "examples": [{"file": items[i][2]} for i in agg.empty[: L.MAX_EXAMPLES]]})
+    for code in (L.IMG_MISSING, L.IMG_EMPTY, L.IMG_CORRUPT, L.JPEG_TRUNCATED, L.IMG_SMALL):
         if code in agg.defects:
             files, _, ex = agg.defects[code]
-            findings.append(
-                _finding(_DEFECTS[code], f"{files} of {total} images {text}", {"files": files, "examples": ex})
-            )
+            defects.append({"kind": code, "files": files, "examples": ex})
     if "train" in raw_splits and "val" in raw_splits:
         tr = set(map(os.path.abspath, raw_splits["train"])) if raw_splits["train"] else set()
         both = sorted(p for p in map(os.path.abspath, raw_splits["val"]) if p in tr)
         if both:
-            findings.append(
-                _finding(
-                    _DEFECTS["overlap"],
-                    f"{len(both)} images are in both train and val",
-                    {"files": len(both), "examples": [{"file": p} for p in both[:5]]},
-                )
-            )
-    nc_txt = f"0-{len(names) - 1}" if names else "unknown"
-    drops = "Ultralytics drops every image whose label file has one"
-    for code, text, tail in (
-        (L.LBL_COLUMNS, f"the wrong number of columns for a {task} dataset", drops),
-        (L.LBL_PARSE, "values that are not numbers (or a file that cannot be read as text)", drops),
-        (L.LBL_CLASS, f"class ids outside {nc_txt}", drops),
-        (L.LBL_COORDS, "coordinates outside 0-1", drops),
-        (
-            L.LBL_ZERO,
-            "boxes of zero width or height (or polygons of zero area)",
-            "Ultralytics keeps them, and in validation they count as objects that can never be found",
-        ),
-        (
-            L.LBL_DUP,
-            "a duplicate of an earlier row of the same file",
-            "Ultralytics removes them at load; duplicates usually mean an export or merge step ran twice",
-        ),
-    ):
+            defects.append({"kind": "split_overlap", "files": len(both), "examples": [{"file": p} for p in both[:5]]})
+    for code in (L.LBL_COLUMNS, L.LBL_PARSE, L.LBL_CLASS, L.LBL_COORDS, L.LBL_ZERO, L.LBL_DUP):
         if code in agg.defects:
             files, rows, ex = agg.defects[code]
-            findings.append(
-                _finding(
-                    _DEFECTS[code],
-                    f"{_n(rows, 'label row')} in {_n(files, 'file')} {'has' if rows == 1 else 'have'} {text}; {tail}",
-                    {"files": files, "rows": rows, "examples": ex},
-                )
-            )
+            defects.append({"kind": code, "files": files, "rows": rows, "examples": ex})
+    facts["dataset.defects"] = defects
 
     # --- facts
     image_codes = (L.IMG_MISSING, L.IMG_EMPTY, L.IMG_CORRUPT, L.IMG_SMALL)

@@ -5,7 +5,8 @@ Mirrors ``ultralytics.data.utils.check_det_dataset`` (key checks, ``nc``/``names
 
 - the YAML is parsed with ``yaml.safe_load`` only, and refused when its aliases expand past a bound (yamlsafe.py);
 - nothing is downloaded, unpacked or executed: a ``download:`` field is reported, never run;
-- every problem becomes a :class:`YamlProblem` (turned into a finding by ``dataset.py``) instead of an exception.
+- every problem becomes a :class:`YamlProblem` (a fact of ``dataset.py``, judged by the DS00x rules) instead of an
+  exception.
 
 Nothing here imports torch or ultralytics.
 """
@@ -43,7 +44,7 @@ _YAML_BAD_CHARS = re.compile(r"[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFF
 
 @dataclass
 class YamlProblem:
-    """One problem with data.yaml; ``kind`` picks the finding (see ``dataset.py``)."""
+    """One problem with data.yaml; ``kind`` picks the rule that reports it (dataset.py YAML_KINDS)."""
 
     kind: str  # unparseable | missing-key | invalid-value | names-mismatch | path-missing | kpt-shape | cwd-path
     message: str

@@ -1,17 +1,8 @@
 """Environment probe: Python, torch, CUDA/cuDNN, GPUs (torch and NVML, matched by UUID), Ultralytics, offline hazards.
 
-Finding ids (category environment unless noted):
-  EN101 no-cuda-gpu           info     training will run on the CPU
-  EN102 torch-nvml-mismatch   warning  torch and NVML disagree on the visible GPUs
-  EN103 torch-cannot-use-gpu  warning/error  NVML sees a GPU but this torch build cannot use it
-  EN104 nvml-unavailable      info     a CUDA GPU without NVML: GPU telemetry will be limited
-  EN105 device-not-present    error    device= names a CUDA device this machine does not have
-  EN110 amp-check-download    warning  amp=True runs check_amp, which downloads yolo26n.pt
-  EN111 font-download         info     plots fetch Arial.ttf from the network
-  EN112 ddp-cloudpickle       warning  DDP pip-installs cloudpickle on first launch
-  EN113 model-weights-absent  info/warning/error  model= names weights not on this machine (a download, or none)
-  EN120 bf16-available        info     (precision) the GPU runs bf16: amp='bf16' skips the AMP check and GradScaler
-  EN121 amp-disabled-on-gpu   warning  (precision) Ultralytics disables AMP on this GPU model
+It records what it finds (env.*, gpu.*, and the train arguments it reads, args.*); the EN1xx rules in rules/ judge
+them (no GPU, torch and NVML disagreeing, a device that is not there, downloads an offline machine cannot make, AMP
+on GPUs Ultralytics turns it off on, bf16 where the GPU has it).
 """
 
 from __future__ import annotations
@@ -19,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import platform
-import re
 import socket
 import sys
 import threading
@@ -29,12 +19,6 @@ from typing import Any
 from yolodoctor.api.nvml import GpuInfo, Nvml, normalise_uuid, visible_gpus
 from yolodoctor.check.device import DeviceRequest, parse_device
 from yolodoctor.check.probe import ProbeResult
-from yolodoctor.findings import Finding, Fix, Severity
-
-# Ultralytics' check_amp disables AMP on these GPUs (ultralytics/utils/checks.py, 8.4).
-AMP_BROKEN_GPUS = re.compile(
-    r"(nvidia|geforce|quadro|tesla).*?(1660|1650|1630|t400|t550|t600|t1000|t1200|t2000|k40m)", re.IGNORECASE
-)
 
 
 def env_flag(name: str, environ: dict[str, str] | None = None) -> bool:
@@ -128,7 +112,7 @@ def match_devices(torch_devices: list[dict], nvml_gpus: list[GpuInfo]) -> tuple[
 def probe_environment(args: dict[str, Any], *, nvml: Nvml | None = None, torch_info: dict | None = None,
                       ultra_info: dict | None = None, environ: dict[str, str] | None = None,
                       is_online: bool | None | str = "probe") -> ProbeResult:
-    """Facts and findings about the software and hardware the training would run on.
+    """Facts about the software and hardware the training would run on.
 
     The keyword arguments let tests replay a recorded machine (fake NVML, torch and Ultralytics facts).
     """
@@ -160,8 +144,14 @@ def probe_environment(args: dict[str, Any], *, nvml: Nvml | None = None, torch_i
     dev = parse_device(args.get("device"), f["env.cuda_available"])
     f["env.device_kind"] = dev.kind
     f["env.device_indices"] = list(dev.indices)
-    _gpu_findings(res, dev, gpus, args)
-    _offline_findings(res, dev, args)
+    f["env.device_auto"] = dev.auto
+    f["env.device_gpus"] = dev.gpus
+    f["env.nvml_gpu_names"] = [g.name for g in gpus]
+    f["args.device"] = args.get("device")
+    f["args.amp"] = args.get("amp", True)
+    f["args.plots"] = args.get("plots", True)
+    _gpu_facts(res, dev, gpus)
+    f.update(weights_facts(str(args.get("model") or "")))
     return res
 
 
@@ -182,51 +172,18 @@ def missing_devices(dev: DeviceRequest, count: int) -> str | None:
             f"{count or 'no'} CUDA device{'' if count == 1 else 's'} {'is' if count == 1 else 'are'} visible")
 
 
-def _gpu_findings(res: ProbeResult, dev: DeviceRequest, gpus: list[GpuInfo], args: dict[str, Any]) -> None:
+def _gpu_facts(res: ProbeResult, dev: DeviceRequest, gpus: list[GpuInfo]) -> None:
     f = res.facts
     tdevs = f["env.torch_devices"]
     if (why := missing_devices(dev, len(tdevs) if f["env.cuda_available"] else 0)) is not None:
-        res.findings.append(Finding(
-            "EN105", "device-not-present", "environment", Severity.error,
-            f"{why}: Ultralytics refuses to train.",
-            evidence={"device": args.get("device"), "cuda_devices": len(tdevs)},
-            fix=Fix(note="use device=0 (or a listed index), device=cpu, or leave device unset"),
-        ))
+        f["env.device_missing"] = why
     if not f["env.cuda_available"]:
-        if gpus:
-            asked_gpu = dev.kind == "cuda" and not dev.auto
-            res.findings.append(Finding(
-                "EN103", "torch-cannot-use-gpu", "environment", Severity.error if asked_gpu else Severity.warning,
-                f"NVML sees {len(gpus)} GPU(s) ({gpus[0].name}) but torch {f['env.torch']} cannot use CUDA"
-                f" (built for CUDA {f['env.torch_cuda_build'] or 'none'}): training would run on the CPU.",
-                evidence={"nvml_gpus": [g.name for g in gpus], "torch_cuda_build": f["env.torch_cuda_build"],
-                          "driver": f.get("env.driver"), "cuda_driver": f.get("env.cuda_driver")},
-                fix=Fix(note="install a torch build whose CUDA version the driver supports (pytorch.org)"),
-            ))
-        else:
-            res.findings.append(Finding(
-                "EN101", "no-cuda-gpu", "environment", Severity.info,
-                "No CUDA GPU is visible: training runs on the CPU, where Ultralytics forces workers=0 and AMP off.",
-                evidence={"cuda_available": False, "nvml": f["env.nvml_reason"] or "no GPUs"},
-            ))
         return
-    if not f["env.nvml"]:
-        res.findings.append(Finding(
-            "EN104", "nvml-unavailable", "environment", Severity.info,
-            f"torch sees {len(tdevs)} CUDA device(s) but NVML is unavailable ({f['env.nvml_reason']}): GPU"
-            " utilisation, clocks and power cannot be sampled; diagnoses rest on the trace alone.",
-            evidence={"reason": f["env.nvml_reason"]},
-        ))
-    else:
+    if f["env.nvml"]:
         pairs, problems = match_devices(tdevs, gpus)
         f["env.device_map"] = pairs
         if problems:
-            res.findings.append(Finding(
-                "EN102", "torch-nvml-mismatch", "environment", Severity.warning,
-                "torch and NVML disagree on the visible GPUs: " + "; ".join(problems) + ".",
-                evidence={"torch": tdevs, "nvml": [g.to_dict() for g in gpus], "pairs": pairs},
-                fix=Fix(note="check CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER=PCI_BUS_ID"),
-            ))
+            f["env.device_mismatch"] = "; ".join(problems)
     used = [d for d in tdevs if d["index"] in dev.indices] or tdevs[:1]
     if not used:
         return
@@ -234,81 +191,25 @@ def _gpu_findings(res: ProbeResult, dev: DeviceRequest, gpus: list[GpuInfo], arg
     caps = capabilities(gpu["compute_capability"])
     f["gpu.name"] = gpu["name"]
     f["gpu.compute_capability"] = gpu["compute_capability"]
+    f["gpu.cc_major"], f["gpu.cc_minor"] = gpu["compute_capability"][:2]
     f["gpu.memory_total"] = gpu["memory_total"]
     f.update({f"gpu.supports_{k}": v for k, v in caps.items()})
-    amp = args.get("amp", True)
-    if AMP_BROKEN_GPUS.search(gpu["name"]) and amp not in (False, "fp32"):
-        res.findings.append(Finding(
-            "EN121", "amp-disabled-on-gpu", "precision", Severity.warning,
-            f"Ultralytics disables AMP on {gpu['name']} (known NaN/zero-mAP issues): training runs in float32.",
-            evidence={"gpu": gpu["name"]},
-        ))
-    elif caps["bf16"] and amp in (True, "fp16"):
-        res.findings.append(Finding(
-            "EN120", "bf16-available", "precision", Severity.info,
-            f"{gpu['name']} (compute capability {gpu['compute_capability'][0]}.{gpu['compute_capability'][1]}) runs"
-            " bf16: amp='bf16' needs no GradScaler and skips the AMP check and its yolo26n.pt download.",
-            evidence={"compute_capability": gpu["compute_capability"], "amp": amp},
-            fix=Fix(args={"amp": "bf16"}, safety="unsafe", changes_training=True),
-        ))
 
 
-def _offline_findings(res: ProbeResult, dev: DeviceRequest, args: dict[str, Any]) -> None:
-    f = res.facts
-    offline_flag = f["env.yolo_offline"]
-    amp = args.get("amp", True)
-    if dev.kind == "cuda" and f["env.cuda_available"] and amp in (True, "fp16") and not f["env.amp_weights_present"]:
-        sev = Severity.info if f["env.online"] or offline_flag else Severity.warning
-        where = ("YOLO_OFFLINE=1 is set: the check will be skipped and AMP kept on" if offline_flag else
-                 "this machine looks offline: the download will fail, then the check is skipped and AMP kept on"
-                 if f["env.online"] is not True else "it downloads once, about 5 MB")
-        res.findings.append(Finding(
-            "EN110", "amp-check-download", "environment", sev,
-            f"amp=True runs Ultralytics' AMP check, which loads {f['env.amp_weights_path']} ({where}).",
-            evidence={"weights_present": False, "online": f["env.online"], "yolo_offline": offline_flag},
-            fix=None if offline_flag else Fix(env={"YOLO_OFFLINE": "1"}),
-        ))
-    if args.get("plots", True) and not f["env.font_present"] and not offline_flag:
-        res.findings.append(Finding(
-            "EN111", "font-download", "environment", Severity.info if f["env.online"] else Severity.warning,
-            "Plots and dataset checks fetch Arial.ttf on first use; offline this can stall training start.",
-            evidence={"font_present": False, "online": f["env.online"]},
-            fix=Fix(env={"YOLO_OFFLINE": "1"}),
-        ))
-    weights_findings(res, str(args.get("model") or ""), online=bool(f["env.online"]) and not offline_flag)
-    if dev.gpus > 1 and not f["env.cloudpickle"]:
-        res.findings.append(Finding(
-            "EN112", "ddp-cloudpickle", "environment", Severity.info if f["env.online"] else Severity.warning,
-            f"device={args.get('device')} trains with DDP, which pip-installs cloudpickle on first launch"
-            " (fails offline).",
-            evidence={"gpus": dev.gpus, "cloudpickle": False, "online": f["env.online"]},
-            fix=Fix(note="pip install 'cloudpickle>=3.1.1' before training"),
-        ))
-
-
-def weights_findings(res: ProbeResult, model: str, online: bool) -> None:
+def weights_facts(model: str) -> dict[str, Any]:
     """model=*.pt that is neither a file here nor in Ultralytics' weights_dir: training downloads it (one of
     Ultralytics' release assets) or looks for it among the latest release's assets and fails without it
     (utils/downloads.py attempt_download_asset). URLs and model .yaml files are left to Ultralytics."""
-    if not model.endswith((".pt", ".pth")) or "://" in model or os.path.exists(model):
-        return
+    if not model.endswith((".pt", ".pth")) or "://" in model:
+        return {}
+    f: dict[str, Any] = {"args.model": model, "env.weights_missing": False}
+    if os.path.exists(model):
+        return f
     from ultralytics.utils import SETTINGS
     from ultralytics.utils.downloads import GITHUB_ASSETS_NAMES
 
     if (Path(SETTINGS["weights_dir"]) / model).exists():
-        return
-
-    if Path(model).name in GITHUB_ASSETS_NAMES:
-        sev, what = (Severity.info, "Ultralytics downloads it before training") if online else \
-            (Severity.warning, "Ultralytics would download it before training, and this machine is offline")
-    else:
-        sev, what = (Severity.warning, "it is not one of Ultralytics' release assets either: training fails unless "
-                     "the latest release on GitHub has it") if online else \
-            (Severity.error, "it is not one of Ultralytics' release assets, and offline nothing can be downloaded: "
-                             "training fails")
-    res.findings.append(Finding(
-        "EN113", "model-weights-absent", "environment", sev,
-        f"model={model} is not a file here nor in Ultralytics' weights_dir: {what}.",
-        evidence={"model": model, "online": online},
-        fix=Fix(note="give the path of the weights file, or a model .yaml to train from scratch"),
-    ))
+        return f
+    f["env.weights_missing"] = True
+    f["env.weights_release_asset"] = Path(model).name in GITHUB_ASSETS_NAMES
+    return f

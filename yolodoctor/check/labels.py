@@ -41,7 +41,7 @@ def img2label_paths(img_paths: list[str], label_dir: str = "labels", suffix: str
     return [sb.join(os.fspath(x).rsplit(sa, 1)).rsplit(".", 1)[0] + f"{suffix}" for x in img_paths]
 
 
-# Defect codes shared with dataset.py (which maps them to finding ids).
+# Defect codes: the kinds of dataset.py's dataset.defects items, which the DS1xx and DS2xx rules name.
 NO_LABEL = "no_label"
 EMPTY_LABEL = "empty_label"
 IMG_MISSING = "img_missing"

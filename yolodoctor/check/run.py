@@ -1,4 +1,5 @@
-"""`yolodoctor check`: run every probe in order, each reading the facts of those before it."""
+"""`yolodoctor check`: run every probe in order, each reading the facts of those before it; then the rules judge
+the facts of them all (the same rule engine as `diagnose`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from yolodoctor.check.config import probe_config
-from yolodoctor.check.environment import env_flag, missing_devices, probe_environment, weights_findings
+from yolodoctor.check.environment import env_flag, missing_devices, probe_environment, weights_facts
 from yolodoctor.check.probe import ProbeResult
 from yolodoctor.check.resources import probe_resources
 from yolodoctor.check.storage import probe_storage
-from yolodoctor.findings import Finding, Fix, Severity
+from yolodoctor.findings import Finding, Severity
 
 MODEL_TASKS = {"-seg": "segment", "-pose": "pose", "-obb": "obb", "-cls": "classify"}
 
@@ -33,8 +34,12 @@ def task_of(user: dict[str, Any]) -> str | None:
 
 
 def run_check(user: dict[str, Any], args: dict[str, Any], *, torch_flags: dict[str, Any] | None = None,
-              cold: bool = True, log=None) -> CheckReport:
-    """``user``: the arguments given; ``args``: effective arguments (Ultralytics defaults filled in)."""
+              cold: bool = True, log=None, rules=None) -> CheckReport:
+    """``user``: the arguments given; ``args``: effective arguments (Ultralytics defaults filled in); ``rules``: the
+    compiled rules to judge the facts with (default: the built-in ones)."""
+    from yolodoctor.diagnosis.engine import evaluate
+    from yolodoctor.diagnosis.rules import builtin_rules
+
     report = CheckReport(args=args)
     acc = ProbeResult()
 
@@ -56,18 +61,12 @@ def run_check(user: dict[str, Any], args: dict[str, Any], *, torch_flags: dict[s
         ds = step("dataset", lambda: check_dataset(args["data"], task=task_of(user)))
         if ds.index is not None:
             images = list(ds.index.splits.get("train") or [])
-    else:
-        acc.findings.append(Finding(
-            "DS011", "data-not-given", "dataset", Severity.info,
-            "No data= given: no dataset was examined, and Ultralytics would train on its default for the task "
-            "(coco8.yaml for detection, downloaded where it is missing).",
-            evidence={"data": None}, fix=Fix(note="pass data=PATH/data.yaml to examine the dataset you train on"),
-        ))
     acc.facts["check.data_given"] = bool(args.get("data"))
     step("resources", lambda: probe_resources(args, acc.facts))
     step("storage", lambda: probe_storage(images, args, acc.facts, cold=cold))
     step("config", lambda: probe_config(user, args, acc.facts, torch_flags))
-    report.facts, report.findings = acc.facts, acc.findings
+    report.facts = acc.facts
+    report.findings = evaluate(rules if rules is not None else builtin_rules(), acc.facts)[0]
     report.facts["check.seconds"] = report.seconds
     return report
 
@@ -91,8 +90,8 @@ def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     if gpus and (why := missing_devices(dev, len(gpus))) is not None:  # without NVML the count is not known here
         raise UsageError(why)
     if env_flag("YOLO_OFFLINE"):  # weights that are not here cannot come: refused (online, Ultralytics may fetch them)
-        weights = ProbeResult()
-        weights_findings(weights, str(args.get("model") or ""), online=False)
+        weights = ProbeResult(facts={**weights_facts(str(args.get("model") or "")), "env.online": False,
+                                     "env.yolo_offline": True})
         if (absent := next((f for f in weights.findings if f.severity is Severity.error), None)) is not None:
             raise InputError(absent.message)
     acc.facts["env.device_kind"] = dev.kind

@@ -4,10 +4,8 @@ The read is measured cold: each sampled file is flushed (fdatasync) and dropped 
 posix_fadvise(DONTNEED), which needs no root; the fact ``io.cache_state`` says whether that worked. Decode is
 OpenCV's imread plus the resize to imgsz, as Ultralytics' load_image does, timed on the same sample (warm).
 
-Finding ids:
-  IO101 network-filesystem  warning  the dataset is on a network or FUSE file system
-  IO102 slow-read           warning  cold reads alone cap the loader below LOADER_FLOOR images/s
-  IO103 expensive-decode    warning  decoding caps the loader (effective workers) below LOADER_FLOOR images/s
+The facts (io.*) include the images/s the loader's processes could read and decode at these speeds; the IO10x rules
+in rules/ judge them (a network file system, a read or decode ceiling below what a GPU trains at).
 """
 
 from __future__ import annotations
@@ -21,12 +19,8 @@ from typing import Any, Sequence
 
 from yolodoctor.api import system
 from yolodoctor.check.probe import ProbeResult
-from yolodoctor.findings import Finding, Fix, Severity
 
 SAMPLE = 48
-# Below this many images/s the loader would starve a modern GPU on yolo11n at 640 (DESIGN.md section 4 measured
-# 190-1100 images/s on an H200). The profiler measures the real balance; check only flags clear cases.
-LOADER_FLOOR = 300.0
 
 
 def drop_cache(path: Path) -> bool:
@@ -81,7 +75,7 @@ def sample_paths(paths: Sequence[Path], n: int = SAMPLE, seed: int = 0) -> list[
 
 def probe_storage(images: Sequence[Path], args: dict[str, Any], facts: dict[str, Any], *, cold: bool = True,
                   sample: int = SAMPLE, partitions: list | None = None) -> ProbeResult:
-    res = ProbeResult()
+    res = ProbeResult(given=dict(facts))
     f = res.facts
     if not images:
         return res
@@ -89,15 +83,9 @@ def probe_storage(images: Sequence[Path], args: dict[str, Any], facts: dict[str,
     mount = system.mount_of(root, partitions)
     f["io.mount"] = mount
     f["io.network_fs"] = system.is_network_fs(mount["fstype"] if mount else None)
-    if f["io.network_fs"]:
-        res.findings.append(Finding(
-            "IO101", "network-filesystem", "io", Severity.warning,
-            f"The dataset is on {mount['fstype']} ({mount['mountpoint']}): every epoch re-reads it over the network"
-            " or through FUSE, with latency the loader workers must hide.",
-            evidence={"mount": mount, "path": str(root)},
-            fix=Fix(args={"cache": "ram"} if facts.get("cache.ram_fits") else {},
-                    note=None if facts.get("cache.ram_fits") else "copy the dataset to a local disk"),
-        ))
+    f["io.path"] = str(root)
+    if mount:
+        f["io.fstype"], f["io.mountpoint"] = mount["fstype"], mount["mountpoint"]
 
     picked = sample_paths(images, sample)
     dropped = [drop_cache(p) for p in picked] if cold else [False] * len(picked)
@@ -124,37 +112,10 @@ def probe_storage(images: Sequence[Path], args: dict[str, Any], facts: dict[str,
     f["io.resize_ms_median"] = round(statistics.median(resize), 3)
     per_image_ms = f["io.read_ms_per_image"] + f["io.decode_ms_median"] + f["io.resize_ms_median"]
     f["io.images_per_s_per_core"] = round(1000 / per_image_ms, 1)
-    _rate_findings(res, facts)
-    return res
-
-
-def _rate_findings(res: ProbeResult, facts: dict[str, Any]) -> None:
-    f = res.facts
-    if facts.get("env.device_kind") != "cuda":
-        return  # on the CPU the model, not the loader, is the bottleneck; the profiler says so with numbers
+    # the loader's ceilings at these speeds: what its processes (at least one) could read, and decode, per second
     nw = max(facts.get("loader.workers_effective") or 0, 1)
-    read_ceiling = 1000 / f["io.read_ms_per_image"] * nw if f["io.read_ms_per_image"] > 0 else float("inf")
-    decode_ms = f["io.decode_ms_median"] + f["io.resize_ms_median"]
-    decode_ceiling = 1000 / decode_ms * nw
-    f["io.read_ceiling_images_per_s"] = round(read_ceiling, 1)
-    f["io.decode_ceiling_images_per_s"] = round(decode_ceiling, 1)
-    cache_fix = Fix(args={"cache": "ram"}) if facts.get("cache.ram_fits") else None
-    if read_ceiling < LOADER_FLOOR:
-        res.findings.append(Finding(
-            "IO102", "slow-read", "io", Severity.warning,
-            f"Cold reads take {f['io.read_ms_per_image']:.1f} ms per image ({f['io.read_mb_s']} MB/s, {f['io.cache_state']}):"
-            f" {nw} workers can read at most {read_ceiling:.0f} images/s.",
-            evidence={k: f[k] for k in ("io.read_mb_s", "io.read_ms_per_image", "io.cache_state", "io.sample_files")}
-            | {"workers": nw},
-            fix=cache_fix,
-        ))
-    if decode_ceiling < LOADER_FLOOR:
-        fmt = facts.get("dataset.image_formats") or {}
-        res.findings.append(Finding(
-            "IO103", "expensive-decode", "io", Severity.warning,
-            f"Decoding and resizing take {decode_ms:.1f} ms per image on one core: {nw} workers can deliver at most"
-            f" {decode_ceiling:.0f} images/s before any augmentation.",
-            evidence={"decode_ms_median": f["io.decode_ms_median"], "resize_ms_median": f["io.resize_ms_median"],
-                      "workers": nw, "image_formats": fmt, "image_size_median": facts.get("dataset.image_size_median")},
-            fix=cache_fix or Fix(note="store the images as JPEG at about the training resolution"),
-        ))
+    f["io.workers"] = nw
+    read_ms, decode_ms = f["io.read_ms_per_image"], f["io.decode_ms_median"] + f["io.resize_ms_median"]
+    f["io.read_ceiling_images_per_s"] = round(1000 / read_ms * nw, 1) if read_ms > 0 else float("inf")
+    f["io.decode_ceiling_images_per_s"] = round(1000 / decode_ms * nw, 1) if decode_ms > 0 else float("inf")
+    return res

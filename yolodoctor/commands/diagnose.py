@@ -43,7 +43,7 @@ def run_diagnose(run_dir, *, rule_dirs, as_json: bool, fail_on: Severity, explai
 
 def run_rules(rule_id: str | None, *, rule_dirs, as_json: bool, facts: bool = False) -> int:
     from yolodoctor.cli import stdout_console
-    from yolodoctor.diagnosis.facts import CATALOGUE
+    from yolodoctor.diagnosis.facts import CATALOGUE, ITEMS
     from yolodoctor.diagnosis.rules import load_rules
 
     rules = [c.rule for c in load_rules(rule_dirs)]
@@ -53,7 +53,9 @@ def run_rules(rule_id: str | None, *, rule_dirs, as_json: bool, facts: bool = Fa
             raise UsageError(f"no rule {rule_id!r} (yolodoctor rules lists them)")
     dump = [r.model_dump(exclude={"source"}) | {"file": r.source.split("/")[-1]} for r in rules]
     if as_json:
-        extra = {"catalogue": {k: {"type": t, "meaning": m} for k, (t, m) in CATALOGUE.items()}} if facts else {}
+        extra = {"catalogue": {k: {"type": t, "meaning": m} | (
+            {"items": {f: {"type": ft, "meaning": fm} for f, (ft, fm) in ITEMS[k].items()}} if k in ITEMS else {})
+            for k, (t, m) in CATALOGUE.items()}} if facts else {}
         report.dump_json(report.envelope("rules", [], {}, rules=dump, **extra))
         return 0
     out = stdout_console()
@@ -63,21 +65,47 @@ def run_rules(rule_id: str | None, *, rule_dirs, as_json: bool, facts: bool = Fa
         t = Table("fact", "type", "meaning", title="Facts rules can use")
         for k, (typ, meaning) in CATALOGUE.items():
             t.add_row(k, typ, meaning)
+            for f, (ft, fm) in ITEMS.get(k, {}).items():  # what a rule with `each: k` reads as item.<field>
+                t.add_row(f"  item.{f}", ft, fm)
         out.print(t)
         return 0
     if rule_id:
         r = rules[0]
-        out.rule(f"[bold]{r.id} {r.name}[/] ({r.category}, {r.severity})")
+        out.rule(f"[bold]{r.id} {r.name}[/] ({r.category}, {'/'.join(r.severities)})")
         out.print(f"[bold]What it detects[/]\n{r.docs.what.strip()}\n\n[bold]Why it matters[/]\n{r.docs.why.strip()}\n\n"
                   f"[bold]How to fix[/]\n{r.docs.fix.strip()}\n")
-        out.print(f"[dim]condition:[/] {r.condition.strip()}\n[dim]facts:[/] {', '.join(r.facts)}\n[dim]file:[/] {r.source}")
+        for i, form in enumerate(r.all_forms):
+            if i:
+                out.print(f"\n[bold]or, from other facts[/] ({form.severity or r.severity})")
+            _print_form(out, form)
+        out.print(f"[dim]file:[/] {r.source}")
         return 0
     from rich.table import Table
 
     t = Table("id", "name", "category", "severity", "fix", title=f"{len(rules)} rules")
     for r in rules:
-        keys = [*r.fix.args, *r.fix.env, *r.fix.torch_flags] if r.fix else []
-        fx = ", ".join(keys) or ("note" if r.fix and r.fix.note else "")
-        t.add_row(r.id, r.name, r.category, r.severity, fx + (" (unsafe)" if r.fix and r.fix.safety == "unsafe" else ""))
+        fixes = [f.fix for f in r.all_forms] + [c.fix for f in r.all_forms for c in f.cases]
+        keys = list(dict.fromkeys(k for x in fixes if x for k in (*x.args, *x.env, *x.torch_flags)))
+        fx = ", ".join(keys) or ("note" if any(x and x.note for x in fixes) else "")
+        unsafe = any(x and x.safety == "unsafe" for x in fixes)
+        t.add_row(r.id, r.name, r.category, "/".join(r.severities), fx + (" (unsafe)" if unsafe else ""))
     out.print(t)
     return 0
+
+
+def _print_form(out, form) -> None:
+    """A form's condition and what it reads (`yolodoctor rules ID`)."""
+    from rich.markup import escape
+
+    if form.each:
+        out.print(f"[dim]for each item of:[/] {form.each}")
+    out.print(f"[dim]condition:[/] {escape(form.condition.strip())}\n[dim]facts:[/] {', '.join(form.facts)}")
+    if form.optional:
+        out.print(f"[dim]optional facts:[/] {', '.join(form.optional)}")
+    for name, expr in form.values.items():
+        out.print(f"[dim]value {name}:[/] {escape(str(expr).strip())}")
+    for case in form.cases:
+        changes = [f"severity {case.severity}"] if case.severity else []
+        changes += ["message"] if case.message is not None else []
+        changes += ["fix"] if "fix" in case.model_fields_set else []
+        out.print(f"[dim]case:[/] {escape(case.when.strip())} -> {', '.join(changes) or 'evidence'}")

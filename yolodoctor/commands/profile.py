@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from yolodoctor import report
-from yolodoctor.findings import Finding, Fix, Severity, exit_code
+from yolodoctor.findings import Finding, Severity, exit_code
 from yolodoctor.profile import Profile
 
 SUMMARY = [
@@ -16,20 +16,14 @@ SUMMARY = [
 ]
 
 
-def ending_findings(p: Profile) -> list[Finding]:
-    """How the training ended, as findings (the rule engine adds the performance diagnosis)."""
-    r = p.reason or ""
-    ev = {"status": p.status, "reason": p.reason, "exit_code": p.exit_code, "steps": p.summary.get("steps")}
-    if r.startswith("out-of-memory"):
-        return [Finding("MM201", "out-of-memory", "memory", Severity.error,
-                        f"Training ran out of memory after {ev['steps']} steps: {r}", ev,
-                        Fix(args={"batch": max(1, int(p.settings.get("batch") or 16) // 2)}))]
-    if r.startswith("nan"):
-        return [Finding("ST101", "nonfinite-loss", "stability", Severity.error,
-                        f"The loss became non-finite ({r}).", ev)]
-    if r.startswith(("crashed", "the training process")):
-        return [Finding("ST102", "training-crashed", "stability", Severity.error, f"Training failed: {r}", ev)]
-    return []
+def ending_findings(p: Profile, rules=None) -> list[Finding]:
+    """How the training ended, as findings: the rules over the end.* facts (MM201, ST101, ST102), reported before the
+    rule engine's performance diagnosis."""
+    from yolodoctor.diagnosis.engine import evaluate
+    from yolodoctor.diagnosis.facts import ending
+    from yolodoctor.diagnosis.rules import builtin_rules
+
+    return evaluate(rules if rules is not None else builtin_rules(), ending(p))[0]
 
 
 def flat(p: Profile) -> dict:

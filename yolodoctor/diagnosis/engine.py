@@ -1,8 +1,10 @@
 """The rule engine: compiled rules + facts -> findings, ranked by estimated time saved.
 
-A rule is silent when one of its facts is missing (or null), when its condition cannot be evaluated on the facts
-given, or when it is false. ``LiveEngine`` runs the same rules over a rolling window with hysteresis, for the
-monitor: a finding appears after ``on`` consecutive true evaluations and clears after ``off`` consecutive false ones.
+A rule (or one of its forms) is silent when one of its facts is missing (or null), when its condition cannot be
+evaluated on the facts given, or when it is false. A rule with `each` is evaluated once per item of its list fact and
+makes one finding per item it holds for. The rule format (forms, cases, values, each) is described in rules.py.
+``LiveEngine`` runs the same rules over a rolling window with hysteresis, for the monitor: a finding appears after
+``on`` consecutive true evaluations and clears after ``off`` consecutive false ones.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yolodoctor.diagnosis import template
-from yolodoctor.diagnosis.rules import Compiled, context
+from yolodoctor.diagnosis.facts import CATALOGUE, ITEMS
+from yolodoctor.diagnosis.rules import ITEM, Compiled, CompiledEvidence, CompiledForm, FixSpec, Rule, context
 from yolodoctor.findings import Finding, Fix, Severity
 from yolodoctor.report import ranked
+
+PREFIX = ITEM + "."
 
 
 @dataclass
@@ -32,58 +37,190 @@ def _value(v: Any) -> Any:
     return v
 
 
-def _eval(prog, ctx: dict[str, Any]) -> Any:
+def _eval(prog, ctx) -> Any:
     return prog.execute(ctx)
 
 
-def evaluate_rule(c: Compiled, facts: dict[str, Any]) -> tuple[Finding | None, Outcome]:
-    rule = c.rule
-    missing = [f for f in rule.facts if facts.get(f) is None]
-    if missing:
-        return None, Outcome(rule.id, "missing", ", ".join(missing))
-    ctx = context({f: facts[f] for f in rule.facts})
+def _kind(name: str, each: str | None) -> str:
+    return ITEMS[each][name[len(PREFIX):]][0] if name.startswith(PREFIX) else CATALOGUE[name][0]
+
+
+def _cel(kind: str, v: Any) -> Any:
+    """A fact as CEL reads it: a count recorded as an integer is still a double (CEL does not mix the two)."""
+    return float(v) if kind == "double" and isinstance(v, int) and not isinstance(v, bool) else v
+
+
+def _lookup(name: str, facts: dict[str, Any], item: dict[str, Any] | None) -> Any:
+    if name.startswith(PREFIX):
+        return item.get(name[len(PREFIX):]) if item is not None else None
+    return facts.get(name)
+
+
+class _Env:
+    """One evaluation: the raw values (for the message and evidence) and the CEL context (for the expressions)."""
+
+    def __init__(self, form, names: list[str], facts: dict[str, Any], item: dict[str, Any] | None) -> None:
+        self.each = form.each
+        self.local = {n: _lookup(n, facts, item) for n in names}
+        self.values: dict[str, Any] = {}
+        self.ctx = self._context()
+
+    def _context(self):
+        flat = {n: _cel(_kind(n, self.each), v) for n, v in self.local.items()
+                if not n.startswith(PREFIX) and n not in self.values}
+        ctx = context(flat)
+        item = {n[len(PREFIX):]: _cel(_kind(n, self.each), v) for n, v in self.local.items() if n.startswith(PREFIX)}
+        if item:
+            ctx.update({ITEM: item})
+        if self.values:
+            ctx.update(self.values)
+        return ctx
+
+    def extend(self, names: list[str], facts: dict[str, Any], item: dict[str, Any] | None) -> _Env:
+        new = object.__new__(_Env)
+        new.each, new.values = self.each, dict(self.values)
+        new.local = {**self.local, **{n: _lookup(n, facts, item) for n in names}}
+        new.ctx = new._context()
+        return new
+
+    def set_value(self, name: str, prog) -> None:
+        try:
+            v = _eval(prog, self.ctx)
+        except Exception:  # a value that cannot be computed here (a division by zero, an index out of range) is null
+            v = None
+        self.values[name] = v
+        self.local[name] = v
+        self.ctx.update({name: v})
+
+
+def _evidence(ev: CompiledEvidence, env: _Env) -> dict[str, Any]:
+    def term(t: tuple[str, Any]) -> Any:
+        kind, x = t
+        if kind == "raw":
+            return env.local.get(x)
+        if kind == "const":
+            return x
+        try:
+            return _eval(x, env.ctx)
+        except Exception:
+            return None
+
+    if ev.kind == "list":  # facts by name: a whole number recorded as a float is shown as an integer
+        return {n: _value(env.local.get(n)) for n in ev.names}
+    if ev.kind == "map":  # named terms: each shown as recorded, or as its expression gives it
+        return {k: term(t) for k, t in ev.terms.items()}
+    spread = term(ev.spread)
+    return dict(spread) if isinstance(spread, dict) else {"value": spread}
+
+
+def _fix(spec: FixSpec | None, exprs: dict[str, Any], env: _Env) -> Fix | None:
+    if not spec:
+        return None
+    computed: dict[str, Any] = {}
+    for key, prog in exprs.items():
+        try:
+            computed[key] = _value(_eval(prog, env.ctx))
+        except Exception:
+            computed[key] = None
+
+    def pick(section: str, raw: dict[str, Any]) -> dict[str, Any]:
+        return {k: computed.get(f"{section}.{k}") if isinstance(v, str) else v for k, v in raw.items()}
+
+    def number(key: str, raw) -> float | None:
+        v = computed.get(key) if isinstance(raw, str) else raw
+        return round(float(v), 2) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    return Fix(args=pick("args", spec.args), env={k: str(v) for k, v in pick("env", spec.env).items()},
+               torch_flags=pick("torch_flags", spec.torch_flags), safety=spec.safety,
+               changes_training=spec.changes_training,
+               seconds_saved_per_epoch=number("seconds_saved_per_epoch", spec.seconds_saved_per_epoch),
+               one_off_seconds=number("one_off_seconds", spec.one_off_seconds), note=spec.note)
+
+
+def _one(rule: Rule, cf: CompiledForm, facts: dict[str, Any], item: dict[str, Any] | None
+         ) -> tuple[Finding | None, Outcome]:
+    form = cf.form
+    if item is not None:
+        lacking = [n for n in form.facts if n.startswith(PREFIX) and item.get(n[len(PREFIX):]) is None]
+        if lacking:
+            return None, Outcome(rule.id, "missing", ", ".join(lacking))
     try:
-        hit = _eval(c.condition, ctx)
+        env = _Env(form, form.facts + form.optional, facts, item)
+        for name, prog in cf.values:
+            env.set_value(name, prog)
+        hit = _eval(cf.condition, env.ctx)
     except Exception as e:
         return None, Outcome(rule.id, "error", str(e).split(". ")[0])
     if hit is not True:
         return None, Outcome(rule.id, "false")
-    local = {f: facts[f] for f in rule.facts}
-    fix = None
-    if rule.fix:
-        computed: dict[str, Any] = {}
-        for key, prog in c.fix_exprs.items():
-            try:
-                computed[key] = _value(_eval(prog, ctx))
-            except Exception:
-                computed[key] = None
-        spec = rule.fix
-
-        def pick(section: str, raw: dict[str, Any]) -> dict[str, Any]:
-            return {k: computed.get(f"{section}.{k}") if isinstance(v, str) else v for k, v in raw.items()}
-
-        def number(key: str, raw) -> float | None:
-            v = computed.get(key) if isinstance(raw, str) else raw
-            return round(float(v), 2) if isinstance(v, (int, float)) and math.isfinite(v) else None
-
-        fix = Fix(args=pick("args", spec.args), env={k: str(v) for k, v in pick("env", spec.env).items()},
-                  torch_flags=pick("torch_flags", spec.torch_flags), safety=spec.safety,
-                  changes_training=spec.changes_training,
-                  seconds_saved_per_epoch=number("seconds_saved_per_epoch", spec.seconds_saved_per_epoch),
-                  one_off_seconds=number("one_off_seconds", spec.one_off_seconds), note=spec.note)
-    finding = Finding(rule.id, rule.name, rule.category, Severity[rule.severity],
-                      template.render(rule.message, local, set(rule.facts)).strip(),
-                      evidence={f: _value(facts[f]) for f in rule.shown}, fix=fix)
+    severity, message, evidence = cf.severity, form.message, cf.evidence
+    fix_spec, fix_exprs = form.fix, cf.fix_exprs
+    for cc in cf.cases:
+        case = cc.case
+        if any(_lookup(n, facts, item) is None for n in case.facts):
+            continue
+        try:
+            cenv = env.extend(case.facts + case.optional, facts, item) if case.facts or case.optional else env
+            if _eval(cc.when, cenv.ctx) is not True:
+                continue
+        except Exception:
+            continue
+        env = cenv
+        severity = case.severity or severity
+        message = case.message if case.message is not None else message
+        evidence = cc.evidence or evidence
+        if "fix" in case.model_fields_set:
+            fix_spec, fix_exprs = case.fix, cc.fix_exprs
+        break
+    text = template.render(message, env.local, set(env.local)).strip()
+    finding = Finding(rule.id, rule.name, rule.category, Severity[severity], text,
+                      evidence=_evidence(evidence, env), fix=_fix(fix_spec, fix_exprs, env))
     return finding, Outcome(rule.id, "fired")
 
 
-def evaluate(rules: list[Compiled], facts: dict[str, Any]) -> tuple[list[Finding], list[Outcome]]:
+def _form(rule: Rule, cf: CompiledForm, facts: dict[str, Any]) -> tuple[list[Finding], Outcome]:
+    form = cf.form
+    missing = [f for f in form.facts if not f.startswith(PREFIX) and facts.get(f) is None]
+    if form.each and facts.get(form.each) is None:
+        missing.append(form.each)
+    if missing:
+        return [], Outcome(rule.id, "missing", ", ".join(missing))
+    if not form.each:
+        f, o = _one(rule, cf, facts, None)
+        return ([f] if f else []), o
+    items = facts[form.each]
+    if not isinstance(items, list):
+        return [], Outcome(rule.id, "error", f"{form.each} is not a list")
+    found, outcome = [], Outcome(rule.id, "false", f"no item of {form.each}" if not items else None)
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        f, o = _one(rule, cf, facts, item)
+        if f:
+            found.append(f)
+        elif o.state == "error":
+            outcome = o
+    return found, (Outcome(rule.id, "fired") if found else outcome)
+
+
+def evaluate_rule(c: Compiled, facts: dict[str, Any]) -> tuple[list[Finding], Outcome]:
+    """The rule's findings (one, or one per item with `each`): its own form first, then its other forms."""
+    first: Outcome | None = None
+    for cf in c.forms:
+        found, o = _form(c.rule, cf, facts)
+        if found:
+            return found, o
+        if first is None or (first.state == "missing" and o.state != "missing"):
+            first = o
+    return [], first or Outcome(c.rule.id, "missing")
+
+
+def evaluate(rules: list[Compiled] | tuple[Compiled, ...], facts: dict[str, Any]) -> tuple[list[Finding], list[Outcome]]:
     findings, outcomes = [], []
     for c in rules:
-        f, o = evaluate_rule(c, facts)
+        found, o = evaluate_rule(c, facts)
         outcomes.append(o)
-        if f:
-            findings.append(f)
+        findings.extend(found)
     return ranked(findings), outcomes
 
 
@@ -100,7 +237,8 @@ class LiveEngine:
         """Evaluate once; returns (findings that appeared, ids that cleared)."""
         appeared, cleared = [], []
         for c in self.rules:
-            f, _ = evaluate_rule(c, facts)
+            found, _ = evaluate_rule(c, facts)
+            f = found[0] if found else None
             rid = c.rule.id
             if f:
                 self._true[rid] = self._true.get(rid, 0) + 1

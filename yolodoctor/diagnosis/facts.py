@@ -125,6 +125,123 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "check.decode_ms": ("double", "check: median decode+resize ms per image on one core"),
     "check.image_formats_png_share": ("double", "check: share of PNG images"),
     "check.cache_ram_fits": ("bool", "check: cache='ram' fits in available RAM (Ultralytics' estimate)"),
+    # how the training ended (profile and diagnose report these first; commands/profile.py ending_findings)
+    "end.status": ("string", "the profile's status: complete, incomplete or running"),
+    "end.reason": ("string", "why the training stopped: out-of-memory ..., nan ..., crashed ..., bounded ..."),
+    "end.exit_code": ("double", "the training process's exit code"),
+    "end.steps": ("double", "training steps recorded before the end"),
+    "end.batch": ("double", "the batch the run was started with"),
+}
+
+# What `yolodoctor check` measures before a training (its probes in yolodoctor/check/), under the names check reports
+# them with (`check --json`). Train arguments are Ultralytics' effective values (defaults filled in), as given.
+CATALOGUE.update({
+    "args.given": ("list", "check: the train arguments the user gave (names), as opposed to Ultralytics' defaults"),
+    "args.amp": ("any", "check: amp as Ultralytics gets it (True, False, 'fp16', 'bf16' or 'fp32')"),
+    "args.batch": ("double", "check: batch as given (-1 or a fraction below 1: AutoBatch sizes it)"),
+    "args.nbs": ("double", "check: nominal batch size (64 where 0 is given, as Ultralytics does)"),
+    "args.cache": ("any", "check: cache as given (True, 'ram', 'disk' or False)"),
+    "args.compile": ("any", "check: compile as given (False, True or a torch.compile mode)"),
+    "args.deterministic": ("any", "check: deterministic as given"),
+    "args.device": ("any", "check: device as given (None: Ultralytics picks)"),
+    "args.model": ("string", "check: model as given"),
+    "args.plots": ("any", "check: plots as given"),
+    "config.cudnn_benchmark": ("bool", "check: the training script sets torch.backends.cudnn.benchmark (--torch-flag)"),
+    "config.accumulate": ("double", "check: micro-batches per optimizer step Ultralytics will use (nbs / batch)"),
+    "check.data_given": ("bool", "check: a data= argument was given (else no dataset was examined)"),
+    "env.device_kind": ("string", "check: the device the training would use: cuda, cpu, mps or other"),
+    "env.device_auto": ("bool", "check: no device was asked for: Ultralytics picks cuda:0 or the CPU"),
+    "env.device_gpus": ("double", "check: CUDA devices the training would use (more than one: DDP)"),
+    "env.device_missing": ("string", "check: why device= names a CUDA device this machine does not have"),
+    "env.cuda_available": ("bool", "check: torch can use CUDA"),
+    "env.torch": ("string", "check: the torch version"),
+    "env.torch_cuda_build": ("string", "check: the CUDA version torch was built for (null: a CPU build)"),
+    "env.torch_devices": ("list", "check: the CUDA devices torch sees (index, name, uuid, compute capability, memory)"),
+    "env.nvml": ("bool", "check: NVML answers (GPU telemetry possible)"),
+    "env.nvml_reason": ("string", "check: why NVML is unavailable"),
+    "env.nvml_gpus": ("list", "check: the GPUs NVML sees, after CUDA_VISIBLE_DEVICES"),
+    "env.nvml_gpu_names": ("list", "check: their names"),
+    "env.device_map": ("list", "check: torch devices paired with NVML GPUs by UUID"),
+    "env.device_mismatch": ("string", "check: how torch and NVML disagree on the visible GPUs"),
+    "env.driver": ("string", "check: the NVIDIA driver version"),
+    "env.cuda_driver": ("string", "check: the CUDA version the driver supports"),
+    "env.online": ("bool", "check: DNS answered (null: no answer in time)"),
+    "env.yolo_offline": ("bool", "check: YOLO_OFFLINE is set (Ultralytics downloads nothing)"),
+    "env.amp_weights_present": ("bool", "check: the weights Ultralytics' AMP check loads are on this machine"),
+    "env.amp_weights_path": ("string", "check: where Ultralytics looks for them"),
+    "env.font_present": ("bool", "check: the font Ultralytics' plots need is on this machine"),
+    "env.cloudpickle": ("bool", "check: cloudpickle is installed (DDP needs it)"),
+    "env.weights_missing": ("bool", "check: model= names a weights file that is neither here nor in Ultralytics' "
+                                    "weights_dir"),
+    "env.weights_release_asset": ("bool", "check: that file is one of Ultralytics' release assets (downloadable)"),
+    "gpu.cc_minor": ("double", "compute capability, minor"),
+    "gpu.compute_capability": ("list", "check: compute capability [major, minor] of the GPU the training would use"),
+    "cpu.affinity": ("double", "check: CPUs in this process's affinity mask"),
+    "cpu.quota": ("double", "check: CPUs the cgroup quota allows (null: no quota)"),
+    "ram.available": ("double", "check: available RAM, bytes"),
+    "shm.free": ("double", "check: free /dev/shm, bytes"),
+    "loader.workers_requested": ("double", "check: workers asked for"),
+    "loader.workers_effective": ("double", "check: train-loader workers Ultralytics will start (its clamp: 0 on the "
+                                           "CPU, os.cpu_count() per GPU, batches per epoch)"),
+    "loader.batch": ("double", "check: the batch the loader collates (null: AutoBatch decides)"),
+    "loader.imgsz": ("double", "check: training image size"),
+    "loader.prefetch_factor": ("double", "check: batches each worker prefetches (Ultralytics' train loader)"),
+    "loader.prefetch_batches": ("double", "check: batches in flight (workers x prefetch factor)"),
+    "loader.prefetch_bytes": ("double", "check: bytes of those batches (uint8, imgsz square)"),
+    "cache.ram_bytes": ("double", "check: the RAM cache's size: the train images resized to imgsz"),
+    "cache.ram_required": ("double", "check: the RAM Ultralytics' guard requires for it (twice the size)"),
+    "cache.ram_fits": ("bool", "check: that much RAM is available (Ultralytics' guard would keep the cache)"),
+    "dataset.yaml": ("string", "check: the data.yaml examined"),
+    "dataset.task": ("string", "check: detect, segment, pose, obb or classify"),
+    "dataset.classes": ("double", "check: classes in names (null: names unusable)"),
+    "dataset.images": ("double", "check: images over all splits (each counted once)"),
+    "dataset.images.train": ("double", "check: train images"),
+    "dataset.image_formats": ("map", "check: images per file extension"),
+    "dataset.image_size_median": ("list", "check: median image [width, height] in pixels"),
+    "dataset.download": ("bool", "check: data.yaml has a download: field (never run by check)"),
+    "dataset.download_text": ("string", "check: that field, shortened"),
+    "dataset.yaml_problems": ("list", "check: what is wrong with data.yaml, one item per kind of problem"),
+    "dataset.defects": ("list", "check: the per-file verdicts Ultralytics' loader would reach, one item per kind "
+                                "found"),
+    "io.network_fs": ("bool", "check: the dataset is on a network or FUSE file system"),
+    "io.fstype": ("string", "check: the file system type of the dataset's mount"),
+    "io.mountpoint": ("string", "check: its mount point"),
+    "io.mount": ("map", "check: the mount (device, mountpoint, fstype)"),
+    "io.path": ("string", "check: the dataset root the mount was looked up for"),
+    "io.cache_state": ("string", "check: cold, partly-cold or warm: whether the sample was read from the disk"),
+    "io.sample_files": ("double", "check: images read and decoded"),
+    "io.read_mb_s": ("double", "check: read speed of the sample, MB/s"),
+    "io.read_ms_per_image": ("double", "check: ms to read one image"),
+    "io.decode_ms_median": ("double", "check: median ms to decode one image (OpenCV, one core)"),
+    "io.resize_ms_median": ("double", "check: median ms to resize it to imgsz"),
+    "io.workers": ("double", "check: loader processes the ceilings assume (the effective workers, at least 1)"),
+    "io.read_ceiling_images_per_s": ("double", "check: images/s that many processes can read at the sample's speed"),
+    "io.decode_ceiling_images_per_s": ("double", "check: images/s they can decode and resize"),
+})
+
+# The items of list facts rules can evaluate one by one (`each`): field -> (type, meaning).
+ITEMS: dict[str, dict[str, tuple[str, str]]] = {
+    "dataset.defects": {
+        "kind": ("string", "the verdict: no_label, orphan_label, empty_label, img_missing, img_empty, img_corrupt, "
+                           "jpeg_truncated, img_small, split_overlap, lbl_columns, lbl_parse, lbl_class, lbl_coords, "
+                           "lbl_zero or lbl_dup"),
+        "files": ("double", "files with this verdict"),
+        "rows": ("double", "label rows with it (the lbl_* verdicts)"),
+        "examples": ("list", "the first files with it (and rows: file, line, row, reason)"),
+        "missing_share_max": ("double", "no_label: the largest share of one split's images without a label file"),
+        "by_split": ("map", "no_label: images without a label file, per split"),
+        "per_split": ("string", "no_label: the same against each split's images, e.g. 'train 3/100, val 1/20'"),
+    },
+    "dataset.yaml_problems": {
+        "kind": ("string", "unparseable, missing-key, invalid-value, names-mismatch, path-missing, no-images, "
+                           "kpt-shape or cwd-path"),
+        "file": ("string", "the data.yaml's file name"),
+        "text": ("string", "each problem of this kind in a sentence (the first five, then how many more)"),
+        "count": ("double", "problems of this kind"),
+        "detail": ("map", "the problem's particulars (file, line, key, split, path ...), or {problems: [...]} for "
+                          "several"),
+        "test_only": ("bool", "every problem of this kind concerns the test split, which training does not need"),
+    },
 }
 
 
@@ -481,3 +598,12 @@ def from_check(check_facts: dict[str, Any]) -> dict[str, Any]:
     if isinstance(cc, (list, tuple)) and cc:
         _put(f, "gpu.cc_major", cc[0])
     return f
+
+
+def ending(profile) -> dict[str, Any]:
+    """How the training ended (end.*): what the profile's status and reason say, for the rules that report it. The
+    values are kept as recorded (the engine reads a whole number as a double where the catalogue says so)."""
+    f: dict[str, Any] = {"end.status": profile.status, "end.reason": profile.reason or None,
+                         "end.exit_code": profile.exit_code, "end.steps": (profile.summary or {}).get("steps"),
+                         "end.batch": (profile.settings or {}).get("batch")}
+    return {k: v for k, v in f.items() if v is not None and (CATALOGUE[k][0] != "double" or _num(v))}

@@ -1,4 +1,4 @@
-"""Message templates: ``{fact.name}`` or ``{fact.name:.1f}`` replaced by fact values, nothing else.
+"""Message templates: ``{fact.name}``, ``{fact.name:.1f}`` or ``{fact.name!r}`` replaced by fact values, nothing else.
 
 Python's str.format would follow attributes and indexes (``{x.__class__}``); this formatter treats the whole field
 name as one fact key and refuses anything that is not a declared fact, so a rule file cannot reach into objects.
@@ -54,11 +54,14 @@ def validate(template: str, allowed: set[str]) -> None:
             if f is not None and any(int(n) > MAX_WIDTH for n in re.findall(r"\d+", spec or ""))]
     if wide:  # {x:>999999999} would build a string of that many characters
         raise TemplateError(f"format widths and precisions above {MAX_WIDTH} are refused: {{...:{wide[0]}}}")
+    bad = [c for _, f, _, c in string.Formatter().parse(template) if f is not None and c not in (None, "r")]
+    if bad:
+        raise TemplateError(f"the only conversion is !r (the value as Python writes it), not !{bad[0]}")
     for f in fields(template):
         if f == "" or f.isdigit():
             raise TemplateError("template fields must name a fact, e.g. {loader.workers}")
         if f not in allowed:
-            raise TemplateError(f"template field {{{f}}} is not one of the rule's facts")
+            raise TemplateError(f"template field {{{f}}} is not one of the rule's facts or values")
 
 
 def render(template: str, facts: dict[str, Any], allowed: set[str] | None = None) -> str:
