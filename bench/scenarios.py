@@ -4,8 +4,8 @@ the YAML, `fix --verify --apply` and the original training run whole; then one t
     python3 bench/scenarios.py run [--only NAME,...] [--seconds 540]   (repo root, on the GPU machine)
     python3 bench/scenarios.py report [DIR]                            (default: bench/results/scenarios)
 
-``run`` is resumable at two levels. On one machine, every stage runs detached (its own process session) and leaves
-``STAGE.rc`` when it ends; a call waits at most ``--seconds`` and exits 3 while a stage still runs, so the next call
+``run`` is resumable at two levels (its state lives under $SCENARIOS_WORK, default bench/out). On one machine, every
+stage runs detached (its own process session) and leaves ``STAGE.rc`` when it ends; a call waits at most ``--seconds`` and exits 3 while a stage still runs, so the next call
 goes on where this one stopped. Across machines, a scenario whose results are already in bench/results/scenarios/NAME
 (committed) is not run again. What a finished scenario leaves (profiles' records, fix's JSON, no traces or weights) is
 copied to bench/results/scenarios/NAME and, where $OUT is set, to $OUT/scenarios/NAME.
@@ -26,7 +26,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "bench" / "scenarios.yaml"
-WORK = ROOT / "bench" / "out" / "scenarios"
+WORK = Path(os.environ.get("SCENARIOS_WORK") or ROOT / "bench" / "out")  # datasets/ and scenarios/: the stages' state
 RESULTS = ROOT / "bench" / "results" / "scenarios"
 STAGES = ("profile", "grid", "fix", "original")
 NOISE = 0.05  # "never slower than the original beyond the measured noise": the default when trials measured none
@@ -41,7 +41,7 @@ def kv(args: dict) -> list[str]:
 
 
 def dataset_dir(ds: dict) -> Path:
-    return ROOT / "bench" / "out" / "datasets" / f"{ds['images']}-{ds['format']}-{ds['size']}"
+    return WORK / "datasets" / f"{ds['images']}-{ds['format']}-{ds['size']}"
 
 
 def stage_commands(sc: dict, d: Path) -> dict[str, str]:
@@ -120,7 +120,7 @@ def run(only: list[str] | None, seconds: float) -> int:
             continue
         if (RESULTS / sc["name"] / "scenario.json").exists():
             continue  # finished on an earlier machine
-        d = WORK / sc["name"]
+        d = WORK / "scenarios" / sc["name"]
         d.mkdir(parents=True, exist_ok=True)
         cmds = stage_commands(sc, d)
         for stage in STAGES:
