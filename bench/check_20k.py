@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, machine, summary, today, write_section  # noqa: E402
+from common import ROOT, machine, summary, today, write_report  # noqa: E402
 
 
 def drop_tree(root: Path) -> int:
@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=20000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dir", type=Path, default=ROOT / "bench" / "out" / "ds20k")
-    ap.add_argument("--no-write", action="store_true", help="print only; do not update BENCHMARKS.md")
+    ap.add_argument("--no-write", action="store_true", help="print only; do not write bench/out/reports/check-20k.md")
     a = ap.parse_args()
 
     from yolodoctor.datasets.synth import make_dataset
@@ -83,7 +83,7 @@ def main() -> None:
         rows.append(f"| {state} | {s['median']:.2f} | {s['min']:.2f}-{s['max']:.2f} | {s['n']} | "
                     + ", ".join(f"{k} {v:.2f}" for k, v in st.items()) + " |")
     ok = max(summary(times['cold'])['median'], summary(times['warm'])['median']) <= 15
-    body = f"""## `check` on {a.images:,} images (issue 2; goal <= 15 s)
+    body = f"""## `check` on {a.images:,} images (goal <= 15 s)
 
 Machine: {machine()}. Date: {today()}. Command: `.venv/bin/python bench/check_20k.py --images {a.images} --repeats {a.repeats}`.
 Dataset: `make-dataset --images {a.images}` (640x480 JPEG, detect), generation excluded. Each run is a fresh
@@ -98,7 +98,7 @@ Goal met: {'yes' if ok else 'NO'}.
 """
     print(body)
     if not a.no_write:
-        write_section("check-20k", body)
+        print(f"written: {write_report('check-20k', body)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmarks: machine description, statistics, and writing BENCHMARKS.md sections."""
+"""Shared helpers for the benchmarks: machine description, statistics, and writing reports."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "BENCHMARKS.md"
+REPORTS = ROOT / "bench" / "out" / "reports"  # what the report scripts write; BENCHMARKS.md summarises them
 
 
 def machine() -> str:
@@ -23,7 +24,7 @@ def machine() -> str:
         model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return f"{platform.node() or 'host'}: {cpus} usable cores ({model or platform.processor()}), {mem:.0f} GiB RAM, " \
+    return f"{cpus} usable cores ({model or platform.processor()}), {mem:.0f} GiB RAM, " \
            f"Python {platform.python_version()}, {platform.system()} {platform.release()}"
 
 
@@ -33,11 +34,20 @@ def summary(values: list[float]) -> dict[str, float]:
             "n": len(values)}
 
 
+def write_report(name: str, body: str) -> Path:
+    """Write a benchmark's full generated report to bench/out/reports/NAME.md (git-ignored) and return its path."""
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    path = REPORTS / f"{name}.md"
+    path.write_text(body.rstrip() + "\n")
+    return path
+
+
 def write_section(name: str, body: str) -> None:
-    """Replace (or append) the section between <!-- bench:NAME --> markers in BENCHMARKS.md."""
+    """Replace (or append) the section between <!-- bench:NAME --> markers in BENCHMARKS.md (for a section that a
+    script keeps current; the other sections summarise the reports by hand)."""
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     block = f"{start}\n{body.rstrip()}\n{end}"
-    text = BENCHMARKS.read_text() if BENCHMARKS.exists() else "# Benchmarks\n\nEach section is written by the script it names; re-run it to refresh the figures.\n"
+    text = BENCHMARKS.read_text() if BENCHMARKS.exists() else "# Benchmarks\n"
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     BENCHMARKS.write_text(text)

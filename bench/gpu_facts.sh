@@ -3,8 +3,8 @@
 # is skipped): a batch halved after an out-of-memory (yolo11x.yaml imgsz=1280 batch=16 amp=False on an 80 GB card),
 # AutoBatch at 95% (yolo11l.yaml imgsz=1280 batch=0.95), and batch=128 workers=14 cache=ram on the 8,000-image
 # dataset. Each is diagnosed and checked against the invariants (bench/check_invariants.py); the run directories
-# (streams gzipped, traces left out) go to $OUT/facts.tar.gz for fixtures/profiles.
-#   bash bench/gpu_facts.sh    (repo root, the wheels of ../shared/tools/device-wheels installed)
+# (streams gzipped, traces left out) go to $OUT/facts.tar.gz (OUT: a folder of your choice) for fixtures/profiles.
+#   bash bench/gpu_facts.sh    (repo root, yolodoctor and its dependencies installed)
 set -uo pipefail
 OUT_DIR=${OUT_DIR:-bench/out/facts}
 DATA_DIR=${DATA_DIR:-bench/out/ds8k}

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Issue 5's smoke run on the H200: `yolodoctor fix --verify --apply` from Ultralytics defaults.
+# A smoke run of `yolodoctor fix --verify --apply` from Ultralytics defaults on the GPU.
 # A profile of the defaults (yolo11n.yaml, imgsz 640, the 8,000-image dataset of bench/gpu_fixtures.sh, epochs=1 so
-# the applied run is one whole epoch; close_mosaic=0 because Ultralytics 8.4 turns mosaic off when epoch >= epochs - close_mosaic), then fix --verify --apply started in its own session so that
-# it outlives a device command: call this script again (on the same warm machine) to keep waiting for it.
-#   bash bench/gpu_fix_smoke.sh [SECONDS_TO_WAIT]      (repo root, wheels installed)
+# the applied run is one whole epoch; close_mosaic=0 because Ultralytics 8.4 turns mosaic off when
+# epoch >= epochs - close_mosaic), then fix --verify --apply started in its own process session (setsid) so that it
+# outlives this script: call the script again on the same machine to keep waiting for it.
+#   bash bench/gpu_fix_smoke.sh [SECONDS_TO_WAIT]      (repo root, yolodoctor and its dependencies installed)
 set -uo pipefail
 OUT_DIR=${OUT_DIR:-bench/out/gpu3}
 DATA_DIR=${DATA_DIR:-bench/out/ds8k}

@@ -1,25 +1,17 @@
 #!/usr/bin/env bash
 # The recorded H200 profiles (fixtures/profiles/h200-*), the profiler overhead and the GPU tests, in parts.
 # Resumable: each part writes its result under $OUT_DIR and is skipped when that result exists, so a part cut off
-# by the device's 10-minute limit goes on where it stopped in the next command on the same (warm) machine.
-#   PART=fixtures|compile|scenarios|overhead|inrun|gputests bash bench/gpu_fixtures.sh   (repo root, wheels installed)
-# Parts:
-#   fixtures   issue 3: Ultralytics defaults, workers=0, amp=False
-#   compile    issue 3: batch=64 workers=16 compile=reduce-overhead (about 130 s of compilation)
-#   scenarios  issue 4 (recorded after the rules were frozen): CPU-saturated loader (batch=128 workers=16 on 16
-#              cores), large PNG images (1920x1080), a large model at 90% of GPU memory (yolo11x.yaml batch=0.9)
-#   overhead   issue 3: plain training vs `yolodoctor profile`, interleaved (bench/profiler_overhead.py)
-#   inrun      issue 3: the sampler switched on and off inside each profiled run (between-run noise removed)
+# (by a time limit on the command, say) goes on where it stopped the next time it is run on the same machine.
+#   PART=fixtures|compile|scenarios|overhead|inrun|gputests bash bench/gpu_fixtures.sh
+# (repo root, yolodoctor and its dependencies installed: the CEL package imports prompt_toolkit; bench/monitor_headless.py
+# needs textual). Parts:
+#   fixtures   Ultralytics defaults, workers=0, amp=False
+#   compile    batch=64 workers=16 compile=reduce-overhead (about 130 s of compilation)
+#   scenarios  recorded after the rules were frozen: CPU-saturated loader (batch=128 workers=16 on 16 cores), large
+#              PNG images (1920x1080), a large model at 90% of GPU memory (yolo11x.yaml batch=0.9)
+#   overhead   plain training vs `yolodoctor profile`, interleaved (bench/profiler_overhead.py)
+#   inrun      the sampler switched on and off inside each profiled run (between-run noise removed)
 #   gputests   the pytest -m gpu tests
-# Wheels for the device (no ultralytics, pydantic 2.14, CEL there): once, here,
-#   ../shared/tools/device-wheels pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 \
-#     typing-inspection==0.4.5 common-expression-language==0.10.0 prompt_toolkit==3.0.52 wcwidth \
-#     textual==6.12.0 mdit-py-plugins==0.7.0 platformdirs==4.14.9      (textual: the monitor, bench/monitor_headless.py)
-# (the CEL package imports prompt_toolkit); carry .whl and install them first (see the device tool's README).
-# The carry is 64 MiB with the repo: where device-wheels brings polars 2.x with its 54 MB runtime (Ultralytics
-# reads results.csv with it), swap them for one older wheel (session 11: 67 MiB otherwise):
-#   rm .whl/polars*.whl; python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
-#     --platform manylinux_2_17_x86_64 -d .whl polars==1.20.0      (32 MB, any polars >= 0.20 serves)
 set -uo pipefail
 OUT_DIR=${OUT_DIR:-bench/out/gpu3}
 DATA_DIR=${DATA_DIR:-bench/out/ds8k}

@@ -2,9 +2,9 @@
 # A one-epoch training on the GPU, profiled, fixed (`fix --verify --apply`) and, for the wall-time comparison, run
 # whole as the user wrote it: yolo11n.yaml, imgsz 640, batch 64, workers 2, epochs 1 on an 8,000-image synthetic JPEG
 # dataset (125 steps: fewer than a measurement at 15 workers needs). Then the GPU tests.
-#   bash bench/gpu_one_epoch.sh [SECONDS_TO_WAIT]   (repo root, the wheels of ../shared/tools/device-wheels installed)
+#   bash bench/gpu_one_epoch.sh [SECONDS_TO_WAIT]   (repo root, yolodoctor and its dependencies installed)
 # fix runs in its own process session (setsid): run the script again while fix still runs and it goes on waiting
-# for it. What matters is copied to $OUT (or OUT_DIR/collected): fix.json, the three profiles, the logs, the trials'
+# for it. What matters is copied to $OUT where it is set (else OUT_DIR/collected): fix.json, the three profiles, the logs, the trials'
 # records.
 set -uo pipefail
 OUT_DIR=${OUT_DIR:-bench/out/one-epoch}

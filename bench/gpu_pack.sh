@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pack what came out of bench/gpu_fixtures.sh for the trip back (the device tool returns at most 8 files).
+# Pack what came out of bench/gpu_fixtures.sh into one archive (to copy it off the GPU machine).
 OUT_DIR=${OUT_DIR:-bench/out/gpu3}
 DEST=${1:?destination .tgz}
 cd "$OUT_DIR" || exit 1

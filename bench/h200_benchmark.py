@@ -1,17 +1,17 @@
-"""Issue 6 on the H200: how close `yolodoctor fix --verify --apply` gets to the best configuration, in resumable parts.
+"""How close `yolodoctor fix --verify --apply` gets to the best configuration on a GPU machine, in resumable parts.
 
     python bench/h200_benchmark.py run [PART ...] [--budget-s 540] [--redo UNIT ...] [scale options]
     python bench/h200_benchmark.py grid [--tiny]          # the sweep grid and why each configuration is in it
-    python bench/report_h200.py [--results DIR] [--write] # the figures (and the BENCHMARKS.md section with --write)
-    bash bench/h200_benchmark.sh PART ...                 # on the device: run, then pack results and logs into $OUT
+    python bench/report_h200.py [--results DIR] [--write] # the figures (a full report in bench/out/ with --write)
+    bash bench/h200_benchmark.sh PART ...                 # run, then pack results and logs into $OUT where it is set
 
 Parts (`all` runs them in this order; every unit of a part is skipped once its result is recorded):
   dataset     `make-dataset --images 20000 --val-images 2000` (640x480 JPEG); local, remade on a fresh machine
   defaults    Ultralytics defaults (yolo11n.yaml, imgsz 640, batch 16, workers 8, AMP), whole epochs, profiled
   fix-safe    a bounded `profile` of the defaults, then `fix --verify --apply` (safe changes only); the applied run
-              is the whole training with the kept plan. Runs detached (setsid), so it outlives a device command:
-              the next command (within the machine's 30 s) waits for it again. A defaults whole run is added when
-              none was recorded on this machine (lease), so that applied/defaults is a ratio within one machine.
+              is the whole training with the kept plan. Runs detached (setsid), so it outlives one command: the
+              next command (within 30 s) waits for it again. A defaults whole run is added when none was recorded
+              on this machine (its machine_id), so that applied/defaults is a ratio within one machine.
   fix-unsafe  the same with --allow-unsafe
   loader      the train loader alone (Ultralytics' own, built without a model and iterated for --loader-seconds,
               mosaic on): workers 8 and 16 at batch 16, 64 and 128, 16 workers with cache='ram', and the (workers,
@@ -22,25 +22,36 @@ Parts (`all` runs them in this order; every unit of a part is skipped once its r
   workers     is the host's launch work slowed by the loader workers' CPU load? batch 64 with compile='reduce-overhead'
               at 8, 12 and 16 workers, bounded, in alternating rounds (ABC CBA). The step's compute time (data wait
               left out: fewer workers leave the loader short, but a step's own work is the same) and its spread per
-              count: if it grows with the workers, they slow the host's launch threads (BENCHMARKS.md, issue-6 notes)
+              count: if it grows with the workers, they slow the host's launch threads
   compile     compile cost on one machine: the --compile-config eager, then compiled with an empty inductor/Triton
               cache (cold), then again with that cache (warm); cost = the first steps' excess over the steady step
               time, compiled minus eager
 
 Bookkeeping: results are small JSON files, one per part, in --results (default bench/results/h200-benchmark/,
-committed, so that a later session and a fresh machine skip what was finished); run directories, logs and the dataset
-live in --work (default bench/out/h200/, git-ignored). A record carries the machine (host, GPU, boot id = lease), its
-wall time and its digest (steady images/s, epochs, setup and first-step excess, per-optimizer-step loss for whole runs,
-a few diagnosis facts) and a host probe before and after it (probe(), yolodoctor/profiling/hostprobe.py: a Python
-loop, a JPEG decode, a memory copy - the host's own speed, to tell a machine that slowed from a run that did). `run`
-starts a unit only when the time it took before (or an estimate) fits in what is left of --budget-s, so a device
-command (10 minutes at most) ends cleanly; exit 3 means "call again". A unit cut off mid-way is redone from its
-start. Results of another scale are refused (the scale is stored with them).
+committed, so that a later command and a fresh machine skip what was finished); run directories, logs and the dataset
+live in --work (default bench/out/h200/, git-ignored). A record carries the machine (host, GPU, and machine_id: the
+first 8 hex digits of the kernel's boot id, so that two records with the same id ran on one machine in one boot),
+its wall time and its digest (steady images/s, epochs, setup and first-step excess, per-optimizer-step loss for whole
+runs, a few diagnosis facts) and a host probe before and after it (probe(), yolodoctor/profiling/hostprobe.py: a
+Python loop, a JPEG decode, a memory copy - the host's own speed, to tell a machine that slowed from a run that did).
+`run` starts a unit only when the time it took before (or an estimate) fits in what is left of --budget-s, so that a
+command with a time limit ends cleanly; exit 3 means "call again". A unit cut off mid-way is redone from its start.
+Results of another scale are refused (the scale is stored with them). --redo UNIT runs a recorded unit again, once
+per machine: the same command again goes on from there.
 
 Mosaic: Ultralytics closes mosaic once `epoch >= epochs - close_mosaic` (trainer.py, 8.4.190), i.e. from the first
 epoch whenever epochs <= close_mosaic (10). Every run here passes close_mosaic=0 so that mosaic stays on, as in the
 first 90 epochs of a 100-epoch run. epochs=1 (--epochs): no warm-up either (warm-up lasts min(3, epochs - 1)
 epochs), so bounded trials, the sweep and the whole runs measure the same phase: mosaic on, accumulate at its nominal.
+
+Long enough: at batch 128 with 16 workers the loader's prefetch queue is 64 batches (8,192 images) and an epoch of
+20,000 images 156 steps, fewer than the 212 a valid steady window needs (20 + 64, then 2 x 64): a one-epoch run could
+not measure it, and fix --verify would reject every such trial as "window too short to conclude" (a user's 100-epoch
+run does not hit this: a bounded profile crosses epochs). So a bounded run whose window does not fit in one epoch
+runs whole epochs (2 here) with warmup_epochs=0 and val=False (Runner.long_enough: the recorder restarts its wait
+clock at each epoch start, and with no validation between the epochs the workers get no pause to refill their
+queue in), and fix-unsafe profiles the defaults that way, so that its trials
+inherit it.
 
 Precision: Ultralytics 8.4.190 has the train argument for it: `amp=True` (or 'fp16', the default) trains under fp16
 autocast with a GradScaler, after `check_amp` (offline it logs "checks skipped" and keeps AMP on); `amp='bf16'`
@@ -49,12 +60,12 @@ PR202 proposes amp='bf16' (unsafe: it changes numerics) where AMP runs fp16 on c
 planner refuses it below 8.0. In the grid, "fp16" is amp left at its default and "bf16" is amp=bf16.
 
 Sweep grid (`grid` prints it): 72 configurations make the full factorial of batch {16, 64, 128} x workers {8, 16} x
-amp {fp16, bf16} x compile {off, default, reduce-overhead} x cache {off, ram}, about 70 GPU minutes at ~1 min a run.
-The 14 below are a fractional design around the two ceilings the pipeline has (BENCHMARKS.md, DESIGN.md section 4):
-the loader's (set by workers and cache: ~520 img/s with 8 workers, ~900 with 16) and the GPU side's (set by batch,
-compile and precision: launch-bound at batch 16). Each knob's main effect is read from pairs one knob apart, at the
-settings where the other ceiling does not hide it: batch (b16-w8/b64-w8, b64-w16/b128-w16), workers (b64-w8/b64-w16),
-compile (b16-w8/-c; b64-w16/-c/-ro; b128-w16/-c/-ro), amp (b64-w16/-bf16, b128-w16-ro/-bf16), cache (b64-w8/-ram,
+amp {fp16, bf16} x compile {off, default, reduce-overhead} x cache {off, ram}, about 70 minutes at ~1 min a run.
+The 14 below are a fractional design around the two ceilings the pipeline has: the loader's (set by workers and
+cache: ~520 img/s with 8 workers, ~900 with 16 on a 16-core H200 machine) and the GPU side's (set by batch, compile
+and precision: launch-bound at batch 16). Each knob's main effect is read from pairs one knob apart, at the settings
+where the other ceiling does not hide it: batch (b16-w8/b64-w8, b64-w16/b128-w16), workers (b64-w8/b64-w16), compile
+(b16-w8/-c; b64-w16/-c/-ro; b128-w16/-c/-ro), amp (b64-w16/-bf16, b128-w16-ro/-bf16), cache (b64-w8/-ram,
 b128-w16-ro/-ram, b128-w16-ro-bf16/-ram). Left out: b16-w16 (batch 16 consumes ~190-280 img/s, far under 8 workers'
 ~520, so 16 workers cannot show), b128-w8 (8 workers cap it like b64-w8), eager bf16 at 128 and compile x bf16 at 64
 (the 128 pair answers it where the GPU side is the limit).
@@ -63,61 +74,32 @@ At tiny scale (--tiny: 480 images of 160x120, imgsz 64, CPU) batch maps 16/64/12
 (the trainer uses 0 on a CPU anyway), compile and bf16 are dropped (CPU), and configurations that become equal are
 run once: the pipeline, bookkeeping and report are exercised, not the figures.
 
-Commands for the GPU session, one per part (repo root, wheels installed as bench/gpu_fixtures.sh's header says;
-each command ends inside 10 minutes, exit 3 = run the same command again, within 30 s while a fix runs detached).
-GPU minutes at full scale, estimated from BENCHMARKS.md (defaults ~190-240 img/s, b64-w16 reduce-overhead ~400 img/s
-bounded, compilation ~130 s cold, 40-70 s per bounded profile, ~90 s with a warm compile):
+Commands, one per part (repo root, yolodoctor and its dependencies installed; each command ends inside 10 minutes,
+exit 3 = run the same command again, within 30 s while a fix runs detached). Minutes at full scale on a 16-core
+NVIDIA H200 machine (defaults ~190-270 img/s, compilation ~110-140 s cold, 30-45 s per bounded trial):
   bash bench/h200_benchmark.sh dataset      #  ~1.5 min: 22,000 JPEGs on 16 cores (any part makes it first if missing)
   bash bench/h200_benchmark.sh defaults     #  ~2.5 min: one epoch of 20,000 images at ~200 img/s, validation, setup
-  bash bench/h200_benchmark.sh fix-safe     # ~15-20 min, 2-3 commands (lease 5d8a742d: the fix 14.7 min, 12 trials
-                                            #   of ~33 s eager and ~45 s compiled, +110 s for each compiled
-                                            #   candidate's first (cold) trial, the applied epoch; then its defaults
-                                            #   run 2.1; extra repeats where noise leaves a change undecided, up to
-                                            #   --max-reps 4: none there, the whole plan settled them)
-  bash bench/h200_benchmark.sh fix-unsafe   # ~27 min, 4 commands: 17 trials (baseline, batch 128 alone and with
-                                            #   the workers, the batch-64 fallback alone and with them, compile,
-                                            #   deterministic and bf16 on batch 64 + workers, the plan and its safe
-                                            #   part, twice each, but batch 128 and the plan once where their loss
-                                            #   settles them) plus extra repeats (--max-reps 2: none); lease eaa50845
-                                            #   measured 24.0 min for the fix (profile, 17 trials, the applied run;
-                                            #   two cold compiles of ~140 s), then 2.4 for a defaults run (when none
-                                            #   was recorded on this machine): 27.6 device minutes with the start
+  bash bench/h200_benchmark.sh fix-safe     # ~15-20 min, 2-3 commands: the fix ~15 min (12 trials of ~33 s eager
+                                            #   and ~45 s compiled, +110 s for each compiled candidate's first (cold)
+                                            #   trial, the applied epoch), then its defaults run ~2 min; extra
+                                            #   repeats where noise leaves a change undecided, up to --max-reps 4
+  bash bench/h200_benchmark.sh fix-unsafe   # ~27 min, 4 commands with --max-reps 2: the fix ~24 min (the profile,
+                                            #   17 trials: baseline, batch 128 alone and with the workers, the
+                                            #   batch-64 fallback alone and with them, compile, deterministic and
+                                            #   bf16 on batch 64 + workers, the plan and its safe part, twice each,
+                                            #   but batch 128 and the plan once where their loss settles them; two
+                                            #   cold compiles of ~140 s; the applied run), then a defaults run ~2.5 min
   bash bench/h200_benchmark.sh loader       #  ~5 min: 6-8 probes of 20 s plus start-up (cache='ram': + ~30 s)
   bash bench/h200_benchmark.sh sweep        # ~20 min, 3 commands: 14 grid points + the 2 plans (7-9 compiled)
   bash bench/h200_benchmark.sh spread       #  ~2 min: b64-w16 profiled twice
   bash bench/h200_benchmark.sh compile      #  ~6 min: eager ~1, cold ~3, warm ~2 (b64-w16 reduce-overhead)
   bash bench/h200_benchmark.sh workers      #  ~5 min: 6 bounded compiled runs of ~45 s (a cold compile first: +100 s)
-About 80 GPU minutes in all. Done 2026-12-03: dataset, loader, spread (b64-w16 twice: leases 4f4f4347 and 276019de,
-the second with the host probe and --py-spy 8; b64-w16-ro: lease 78286506), sweep 12 of 14 points, defaults and
-fix-safe (lease dd6bc160 with the trial rules before the GPU-side-on-top-of-workers and --max-reps changes, then
-again on lease 78286506 with them; each applied batch 64 + workers 14), the GPU tests, and fix-unsafe with --max-reps
-2 (lease f32ae53c: 21.4 min for the fix; three refused machine starts had cost 4.5 device minutes, so its own
-defaults run did not fit: its applied / defaults is across machines, its trials' ratios within one). Done 2026-12-04
-(lease 5d8a742d, 25.6 device minutes): fix-safe under the pooled-noise and measured-together rules with its defaults
-run (`bash bench/h200_benchmark.sh fix-safe --redo fix-safe/fix`, 3 commands), workers, the GPU tests (the
-recorder's grad_scale). A fix part's defaults run comes after the fix, so that a session's device time running out
-cuts the short run, not the trials. Session 9 (2026-12-04) had 4 device minutes, shared with session 8's retry:
-only the GPU tests ran; it added the plan's safe part and the settled loss to the trials (replayed on lease
-f32ae53c). Done in session 10 (2026-12-04, lease eaa50845, 27.6 device minutes): fix-unsafe on one machine with its
-defaults run (`bash bench/h200_benchmark.sh fix-unsafe --redo fix-unsafe/fix --max-reps 2`, 4 commands; the last
-without --redo: it would have started the fix again then; now --redo is honoured once a machine). Done in session
-11 (2026-12-05, lease c90b1773: an H100 80GB HBM3 host, no H200 came; 25.5 device minutes): the whole sweep on one
-machine (14 grid points and both plans; ~11 min there) and compile (2.7 min): `bash bench/h200_benchmark.sh sweep
-compile --grid NAMES --redo sweep/NAME ...` over a few commands (BENCHMARKS.md's notes have them). Nothing is left;
-to measure the grid again on another machine, name its points with --redo (each is honoured once a machine).
-Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh machine remakes
-the dataset first (~16 s). After each command, here: `tar xzf <files_at>/h200-results.tgz` restores
-bench/results/h200-benchmark/ (commit it), and `python bench/report_h200.py` shows where things stand.
-Found 2026-12-03: at batch 128 with 16 workers the loader's prefetch queue is 64 batches (8,192 images) and an epoch
-of 20,000 images 156 steps, fewer than the 212 a valid steady window needs (20 + 64, then 2 x 64); one-epoch runs
-marked sweep/b128-w16 'short', and fix --verify would have rejected every batch-128 trial as "window too short to
-conclude" - an artefact of one-epoch runs, not what a user's 100-epoch run sees. Hence Runner.long_enough: a bounded
-run whose window does not fit in one epoch runs whole epochs (2 here) with warmup_epochs=0 and val=False (warm-up lasts
-min(3, epochs - 1) epochs in Ultralytics 8.4.190; the recorder restarts its wait clock at each epoch start; without
-a validation between the epochs the workers cannot refill their queue); fix-unsafe profiles the defaults that way, so
-that its trials inherit it. sweep/b128-w16 (recorded 'short' before this) was redone on lease dd6bc160 (valid).
-py-spy (--py-spy): carry its wheel and put /tmp/site/bin on PATH; room in the 64 MiB carry comes from leaving out
-textual's and mdit-py-plugins' wheels (the monitor's); prompt_toolkit and wcwidth stay (the CEL package imports them).
+About 80 minutes in all. Parts can share a command (`bash bench/h200_benchmark.sh defaults fix-safe spread`); a fresh
+machine remakes the dataset first (~16 s). To measure the grid again on one machine, name its points with --redo
+(`bash bench/h200_benchmark.sh sweep --grid NAMES --redo sweep/NAME ...`). Where the results come back as
+$OUT/h200-results.tgz, `tar xzf h200-results.tgz` in the repository restores bench/results/h200-benchmark/, and
+`python bench/report_h200.py` shows where things stand.
+py-spy (--py-spy): install it and put its `py-spy` on PATH.
 """
 
 from __future__ import annotations
@@ -197,12 +179,12 @@ RO = "reduce-overhead"
 GRID = [
     Config("b16-w8", 16, 8, why="Ultralytics defaults: the reference"),
     Config("b16-w8-c", 16, 8, compile=True, why="compile at the default batch (launch-bound at 16); not CUDA graphs: "
-           "they crash with the gradient accumulation of batch 16 (pytorch/pytorch#169545, the issue-5 smoke)"),
+           "they crash with the gradient accumulation of batch 16 (pytorch/pytorch#169545)"),
     Config("b64-w8", 64, 8, why="batch at nbs: 4x the work per launch; 8 workers (~520 img/s alone)"),
     Config("b64-w8-ram", 64, 8, cache="ram", why="does skipping JPEG decode lift the 8-worker ceiling?"),
     Config("b64-w16", 64, 16, why="16 workers (~900 img/s alone): is the loader the limit at 8?"),
     Config("b64-w16-c", 64, 16, compile=True, why="compile without CUDA graphs (fusion only)"),
-    Config("b64-w16-ro", 64, 16, compile=RO, why="compile with CUDA graphs; recorded at ~400 img/s (issue 3)"),
+    Config("b64-w16-ro", 64, 16, compile=RO, why="compile with CUDA graphs; ~400 img/s on an H200 when first profiled"),
     Config("b64-w16-bf16", 64, 16, amp="bf16", why="bf16 alone, eager"),
     Config("b128-w16", 128, 16, why="batch above nbs (unsafe: effective batch 128)"),
     Config("b128-w16-c", 128, 16, compile=True, why="compile default at 128"),
@@ -352,9 +334,9 @@ def machine() -> dict[str, Any]:
     from yolodoctor.profile import host_id
 
     try:
-        lease = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
+        mid = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
     except OSError:
-        lease = "?"
+        mid = "?"
     gpus = visible_now()
     try:
         from importlib.metadata import version
@@ -362,7 +344,7 @@ def machine() -> dict[str, Any]:
         ul = version("ultralytics")
     except Exception:
         ul = None
-    return {"host": host_id(), "lease": lease, "gpu": gpus[0].name if gpus else None,
+    return {"host": host_id(), "machine_id": mid, "gpu": gpus[0].name if gpus else None,
             "gpu_uuid": gpus[0].uuid[-12:] if gpus else None, "cores": len(os.sched_getaffinity(0)),
             "ultralytics": ul, "describe": describe_machine()}
 
@@ -414,10 +396,10 @@ class Runner:
         self.redone_file = self.work / "redone.json"
         self.redone: dict[str, str] = json.loads(self.redone_file.read_text()) if self.redone_file.exists() else {}
         self.asked = set(a.redo or [])
-        for u in sorted(x for x in self.asked if self.redone.get(x) == self.machine["lease"]):
+        for u in sorted(x for x in self.asked if self.redone.get(x) == self.machine["machine_id"]):
             print(f"  {u}: redone on this machine already; to run it again here, remove {self.redone_file}",
                   file=sys.stderr)
-        self.redo = {x for x in self.asked if self.redone.get(x) != self.machine["lease"]}
+        self.redo = {x for x in self.asked if self.redone.get(x) != self.machine["machine_id"]}
         self.restart = set(self.redo)  # a fix named here is started again; one added later is only collected
         self.detached: subprocess.Popen | None = None  # the fix driver this runner started
         self.data = self.work / f"ds{self.scale.images}" / "data.yaml"
@@ -437,7 +419,7 @@ class Runner:
         A fix runs detached and is waited for inside the budget: only its start must fit."""
         recs = [r for doc in self.res.values() for r in doc["units"].values()
                 if r.get("kind") == kind and r.get("wall_s") and kind != "fix"]
-        here = [r["wall_s"] for r in recs if (r.get("machine") or {}).get("lease") == self.machine["lease"]]
+        here = [r["wall_s"] for r in recs if (r.get("machine") or {}).get("machine_id") == self.machine["machine_id"]]
         walls = here or [r["wall_s"] for r in recs]
         return max(walls) if walls else (EST_TINY_S if self.scale.tiny else EST_S[kind])
 
@@ -454,7 +436,7 @@ class Runner:
     def mark_redone(self, labels: set[str]) -> None:
         """The units asked for by --redo that were redone (recorded; a detached fix: started) on this machine."""
         if labels & self.asked:
-            self.redone.update(dict.fromkeys(labels & self.asked, self.machine["lease"]))
+            self.redone.update(dict.fromkeys(labels & self.asked, self.machine["machine_id"]))
             write_json(self.redone_file, self.redone)
 
     def records(self, part: str) -> dict[str, dict]:
@@ -598,7 +580,7 @@ class Runner:
     def defaults_here(self) -> bool:
         recs = [self.records("defaults").get("defaults")] + [self.records(p).get("defaults")
                                                              for p in ("fix-safe", "fix-unsafe")]
-        return any(r and r.get("status") == "complete" and r["machine"]["lease"] == self.machine["lease"]
+        return any(r and r.get("status") == "complete" and r["machine"]["machine_id"] == self.machine["machine_id"]
                    for r in recs)
 
     def part_fix_safe(self, unsafe: bool = False) -> list[Unit]:
@@ -608,11 +590,12 @@ class Runner:
         if rec and pid_file.exists():
             started = json.loads(pid_file.read_text())
             # a fix started here after the recorded one (--redo cut short): collect it
-            if started["lease"] == self.machine["lease"] and started["pid"] != rec.get("driver_pid"):
+            if started["machine_id"] == self.machine["machine_id"] and started["pid"] != rec.get("driver_pid"):
                 self.redo.add(f"{part}/fix")
-        fix_here = not self.done(part, "fix") or (rec or {}).get("machine", {}).get("lease") == self.machine["lease"]
+        fix_here = not self.done(part, "fix") or \
+            (rec or {}).get("machine", {}).get("machine_id") == self.machine["machine_id"]
         if not self.defaults_here() and fix_here:  # applied / defaults within one machine
-            # after the fix: the long detached unit first, so that a session's device time running out cuts the short
+            # after the fix: the long detached unit first, so that a --budget-s running out cuts the short
             # defaults run (remade in minutes), not the fix's trials; a fix recorded here still gets its defaults run
             units.append(Unit("defaults", "whole", lambda: self.whole_defaults(self.work / part / "defaults")))
             if self.records(part).get("defaults"):  # recorded on another machine: this fix needs its own
@@ -631,7 +614,7 @@ class Runner:
             pid_file.unlink(missing_ok=True)
             done_file.unlink(missing_ok=True)
         started = json.loads(pid_file.read_text()) if pid_file.exists() else None
-        alive = started and started["lease"] == self.machine["lease"] and _alive(started["pid"])
+        alive = started and started["machine_id"] == self.machine["machine_id"] and _alive(started["pid"])
         if not done_file.exists() and not alive:
             if started:
                 print(f"{part}: the detached fix (pid {started['pid']}) is gone; starting it again", file=sys.stderr)
@@ -643,7 +626,7 @@ class Runner:
                    *words({**self.common(), **self.defaults_args(),
                            **(self.long_enough(self.unsafe_reach()) if unsafe else {})})]
             self.detached = self.call(cmd, d / "fix-driver.out", d / "fix-driver.log", new_session=True)
-            started = {"pid": self.detached.pid, "lease": self.machine["lease"], "started": today()}
+            started = {"pid": self.detached.pid, "machine_id": self.machine["machine_id"], "started": today()}
             write_json(pid_file, started)
             self.mark_redone({"fix", f"{part}/fix"})  # a later call collects this one, even after it ended
             print(f"{part}: fix started detached (pid {self.detached.pid})", file=sys.stderr)
@@ -797,7 +780,7 @@ def cmd_run(a) -> int:
 
 def run_parts(r: Runner, parts: list[str], budget_s: float) -> int:
     print(f"h200-benchmark: parts {' '.join(parts)}; budget {budget_s:.0f} s; results {r.results}; "
-          f"machine {r.machine['host']} lease {r.machine['lease']} {r.machine['gpu'] or 'no GPU'}", file=sys.stderr)
+          f"machine {r.machine['host']} ({r.machine['machine_id']}) {r.machine['gpu'] or 'no GPU'}", file=sys.stderr)
     pending: list[str] = []
     for part in ["dataset"] + [p for p in parts if p != "dataset"]:
         for u in r.units(part):
@@ -914,7 +897,7 @@ def main(argv: list[str] | None = None) -> int:
         r.add_argument(f"--{k}", type=t)
     r.add_argument("--grid", type=lambda s: s.split(","), help="sweep only these grid names (comma-separated)")
     r.add_argument("--max-reps", type=int, help="pass --max-reps to fix (the most repeats of an undecided candidate; "
-                   "fix's default 4); 2 (no extra repeats) fitted fix-unsafe into one session's device time")
+                   "fix's default 4); 2 (no extra repeats) makes fix-unsafe take about 25 minutes")
     r.add_argument("--fix-try", action="append", metavar="KEY=VALUE", help="pass --try to fix (tiny runs)")
     r.add_argument("--spread-config", default=SPREAD_DEFAULT, choices=[c.name for c in GRID],
                    help="the configuration run twice (another than the default is recorded beside it)")

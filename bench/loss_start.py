@@ -44,7 +44,7 @@ def analyse(run: Path, images=IMAGES, drop: float = 0.02) -> dict:
         before = [y for x, y in pts if x <= n]
         at[n] = before[-1] if before and pts[-1][0] >= n else None
     end = next((e for e in events if e.get("type") == "train_end" and e.get("train_index", 0) == 0), {})
-    scale = end.get("grad_scale")  # recorded since 2026-12-03 (session 7); older runs: None
+    scale = end.get("grad_scale")  # recorded since the recorder writes it; older runs: None
     first_fall = next((i for i, (_, y) in enumerate(pts) if pts and y <= (1 - drop) * pts[0][1]), None)
     return {"run": run.name, "precision": st.get("precision"), "grad_scaler": st.get("grad_scaler"),
             "batch": st.get("batch"), "accumulate": st.get("accumulate"), "opt_steps": len(pts),

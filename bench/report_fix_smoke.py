@@ -1,6 +1,6 @@
-"""The H200 smoke of `yolodoctor fix --verify --apply` from Ultralytics defaults (issue 5), as a BENCHMARKS section.
+"""The H200 smoke run of `yolodoctor fix --verify --apply` from Ultralytics defaults, as a report.
 
-    bash bench/gpu_fix_smoke.sh                  # on the H200 (twice: fix runs detached and outlives one command)
+    bash bench/gpu_fix_smoke.sh                  # on the GPU (twice: fix runs detached and outlives one command)
     python bench/report_fix_smoke.py [DIR]       # DIR: bench/results/fix-smoke-h200-2026-12-03 (what came back)
 
 DIR holds fix.json (`fix --verify --apply --json`), defaults/ (the profile fixed) and applied/ (the applied run),
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_section  # noqa: E402
+from common import write_report  # noqa: E402
 
 DEFAULT = Path(__file__).resolve().parent / "results" / "fix-smoke-h200-2026-12-03"
 
@@ -42,12 +42,12 @@ def main() -> None:
     ap = fix["applied"]
     delta_rows = "\n".join(f"| {x['label']} | {x['a']:.4g} | {x['b']:.4g} | x{x['ratio']:.2f} |"
                            for x in cmp_["deltas"].values() if x.get("a") is not None and x.get("b") is not None)
-    body = f"""## `fix --verify --apply` from Ultralytics defaults on the H200 (issue 5 smoke)
+    body = f"""## `fix --verify --apply` from Ultralytics defaults on the H200 (smoke run)
 
-Date: 2026-12-03, the lent H200 (16 cores, torch 2.11, Ultralytics 8.4.190). `bash bench/gpu_fix_smoke.sh`:
+Date: 2026-12-03, an NVIDIA H200 (16 cores, torch 2.11, Ultralytics 8.4.190). `bash bench/gpu_fix_smoke.sh`:
 `profile model=yolo11n.yaml imgsz=640 epochs=1 close_mosaic=0` on the 8,000-image dataset (bounded, default
 `--steps`), then `fix --verify --apply` on it (safe changes only); 661 s for trials and the applied epoch.
-Results: `{rel}`; this section: `python bench/report_fix_smoke.py`.
+Results: `{rel}`; this report: `python bench/report_fix_smoke.py`.
 
 Plan (from the findings of the defaults profile; dropped: {dropped}):
 
@@ -80,23 +80,22 @@ What it showed:
 - batch 16 -> 64 (= nbs, so the optimisation is unchanged) was kept in both repeats (+138% in trials). Applied, the
   whole epoch ran at about 1.8x the bounded defaults profile, and the bottleneck moved: 27% data wait with the 8
   workers each using a whole core (~105%). The applied run had not timed its loader, and DL201 (too few workers)
-  needs that figure, so no rule named it; `fix --apply` now times the loader at the end of the applied run (not yet
-  run on the GPU).
+  needs that figure, so no rule named it (`fix --apply` has since timed the loader at the end of the applied run).
 - compile='reduce-overhead' alone crashed at the second step in both repeats: "accessing tensor output of
   CUDAGraphs that has been overwritten by a subsequent run". At batch 16 Ultralytics accumulates 4 micro-batches
   (nbs 64) and CUDA graphs do not survive gradient accumulation (pytorch/pytorch#169545). The trial caught it and
-  the change was not applied, as designed; the planner now proposes reduce-overhead only where the planned batch
-  does not accumulate (otherwise compile=True), and tries it on top of the batch change it needs.
+  the change was not applied, as designed (the planner proposes reduce-overhead only where the planned batch does
+  not accumulate, otherwise compile=True, and tries it on top of the batch change it needs).
 - deterministic=False: +3.5%, inside the noise threshold (twice the baseline's 17% spread between two repeats):
   not kept. The whole plan (batch 64 + reduce-overhead + deterministic off) ran at about 520 images/s, below batch
   64 alone at about 620. Why is not established: both sit near what 8 workers deliver alone (527-585 images/s,
   bench/results/h200-benchmark/loader.json and the profile's own loader timing), so at 8 workers the loader, not
-  the GPU side, caps both; the issue-6 sweep measures compile at batch 64 with 16 workers.
+  the GPU side, caps both (bench/h200_benchmark.py's sweep measures compile at batch 64 with 16 workers).
 - The baseline's two repeats differ by 17% (282 vs 238 images/s): that spread, not a fixed margin, sets what a
   change must beat, which is why only large effects are kept from two repeats on this machine.
 """
     print(body)
-    write_section("fix-smoke", body)
+    print(f"written: {write_report('fix-smoke', body)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

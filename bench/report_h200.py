@@ -1,9 +1,9 @@
-"""Issue 6's figures from the results of bench/h200_benchmark.py: printed, and with --write put in BENCHMARKS.md.
+"""The figures of bench/h200_benchmark.py's results: printed, and with --write kept as a report in bench/out/reports/.
 
     python bench/report_h200.py [--results bench/results/h200-benchmark] [--write] [--json]
 
-Every figure is a ratio of two measurements; the report says whether both were taken on one machine (one lease: the
-same boot of the same host) and falls back to what there is, saying so. It works on partial results: what is missing
+Every figure is a ratio of two measurements; the report says whether both were taken on one machine (one machine_id:
+the same boot of the same host) and falls back to what there is, saying so. It works on partial results: what is missing
 is listed with the command that measures it. Definitions:
   steady images/s   images / (data wait + compute) over a run's steps after 20 + workers x 4 (digest() in
                     h200_benchmark.py): compilation, the first queue fill and validation are left out
@@ -42,8 +42,8 @@ def units(res: dict, part: str) -> dict[str, dict]:
     return (res.get(part) or {}).get("units", {})
 
 
-def lease(rec: dict | None) -> str | None:
-    return ((rec or {}).get("machine") or {}).get("lease")
+def machine_id(rec: dict | None) -> str | None:
+    return ((rec or {}).get("machine") or {}).get("machine_id")
 
 
 def ok(rec: dict | None) -> bool:
@@ -55,26 +55,26 @@ def fmt(v: Any, spec: str = ".1f", none: str = "-") -> str:
 
 
 def same_machine(*recs: dict | None) -> str:
-    ls = {lease(r) for r in recs if r}
-    return "one machine" if len(ls) == 1 else f"DIFFERENT machines (leases {', '.join(sorted(map(str, ls)))})"
+    ls = {machine_id(r) for r in recs if r}
+    return "one machine" if len(ls) == 1 else f"DIFFERENT machines (machines {', '.join(sorted(map(str, ls)))})"
 
 
 def where(rec: dict | None) -> str:
-    """The machine a record was measured on, in words: its lease and its GPU."""
+    """The machine a record was measured on, in words: its machine_id and its GPU."""
     m = (rec or {}).get("machine") or {}
-    return f"lease {m.get('lease') or '?'}" + (f", {m['gpu']}" if m.get("gpu") else "")
+    return f"machine {m.get('machine_id') or '?'}" + (f", {m['gpu']}" if m.get("gpu") else "")
 
 
 def defaults_for(res: dict, rec: dict | None) -> dict | None:
     """The defaults' whole run, from the machine that ran ``rec`` when there is one."""
     cands = [r for r in (units(res, "defaults").get("defaults"), units(res, "fix-safe").get("defaults"),
                          units(res, "fix-unsafe").get("defaults")) if ok(r)]
-    return next((r for r in cands if lease(r) == lease(rec)), cands[0] if cands else None)
+    return next((r for r in cands if machine_id(r) == machine_id(rec)), cands[0] if cands else None)
 
 
 def best_swept(res: dict, safe: bool = False) -> dict | None:
     """The fastest grid point; ``safe``: among those a safe plan may reach (the effective batch stays nbs=64 and the
-    precision stays fp16 AMP: DESIGN.md section 3 calls either change a change to training; the planner's own rule)."""
+    precision stays fp16 AMP: either is a change to training, by the planner's own rule, planner.changes_training)."""
     runs = [r for n, r in units(res, "sweep").items() if not n.startswith("plan-") and ok(r)
             and (not safe or _safe(r.get("args") or {}))]
     return max(runs, key=lambda r: r["steady_ips"]) if runs else None
@@ -369,12 +369,12 @@ def missing(res: dict) -> list[str]:
             out.append(f"{part}: {', '.join(gone)} (`bash bench/h200_benchmark.sh {part}`)")
     for part in ("fix-safe", "fix-unsafe"):  # applied / defaults is a ratio within one machine only with these
         fix = units(res, part).get("fix")
-        # fix-unsafe's trials fill a session's device time at two repeats (fix's default of 4 would not fit)
-        reps, why = (" --max-reps 2", ": two repeats, to fit one session's device time") if part == "fix-unsafe" else \
+        # fix-unsafe's trials take about 25 minutes at two repeats (fix's default of 4 takes longer)
+        reps, why = (" --max-reps 2", ": two repeats, about 25 minutes") if part == "fix-unsafe" else \
             ("", "")
-        if fix and lease(fix) and lease(defaults_for(res, fix)) != lease(fix):
-            out.append(f"{part}: a defaults whole run on the fix's machine (lease {lease(fix)}): applied / defaults "
-                       f"compares two machines until the part runs again on one (`bash bench/h200_benchmark.sh {part} "
+        if fix and machine_id(fix) and machine_id(defaults_for(res, fix)) != machine_id(fix):
+            out.append(f"{part}: a defaults whole run on the fix's machine (machine {machine_id(fix)}): applied / "
+                       f"defaults compares two machines until the part runs again on one (`bash bench/h200_benchmark.sh {part} "
                        f"--redo {part}/fix{reps}`{why})")
     return out
 
@@ -385,17 +385,17 @@ def machines(res: dict) -> str:
     for doc in res.values():
         for r in doc["units"].values():
             m = r.get("machine") or {}
-            e = seen.setdefault(m.get("lease"), {"m": m, "dates": [], "torch": None})
+            e = seen.setdefault(m.get("machine_id"), {"m": m, "dates": [], "torch": None})
             e["dates"].append(r.get("finished") or "")
             e["torch"] = e["torch"] or (r.get("settings") or {}).get("torch")
-    return "\n".join(f"- lease {k}: {v['m'].get('gpu') or 'no GPU'} ({v['m'].get('gpu_uuid') or '-'}), "
+    return "\n".join(f"- machine {k}: {v['m'].get('gpu') or 'no GPU'} ({v['m'].get('gpu_uuid') or '-'}), "
                      f"{v['m'].get('describe')}, torch {v['torch'] or '?'}, Ultralytics {v['m'].get('ultralytics')}; "
                      f"{min(v['dates'])} to {max(v['dates'])}" for k, v in seen.items())
 
 
 def sweep_table(res: dict) -> list[str]:
     rows = ["| config | arguments | steady img/s | profile's img/s | window | data wait | GPU util | compile active | "
-            "precision | cache | setup s | host probe ms | lease |", "|" + "---|" * 13]
+            "precision | cache | setup s | host probe ms | machine |", "|" + "---|" * 13]
     recs = sorted(units(res, "sweep").values(), key=lambda r: -(r.get("steady_ips") or 0))
     for r in recs:
         st, fa = r.get("settings") or {}, r.get("facts") or {}
@@ -403,7 +403,7 @@ def sweep_table(res: dict) -> list[str]:
                     f"{fmt(r.get('summary_ips'))} | {'ok' if r.get('window_valid') else 'short'} | "
                     f"{fmt(r.get('wait_share'), '.0%')} | {fmt(fa.get('gpu.util_mean'), '.0f')} | "
                     f"{st.get('compile_active')} | {st.get('precision')} | {st.get('cache')} | "
-                    f"{fmt(r.get('setup_s'))} | {probe_cell(r)} | {lease(r)} |" + ("" if r.get("status") == "complete"
+                    f"{fmt(r.get('setup_s'))} | {probe_cell(r)} | {machine_id(r)} |" + ("" if r.get("status") == "complete"
                                                                  else f" {r.get('status')}: {r.get('reason')} |"))
     if not recs:
         return ["(no sweep results)"]
@@ -429,7 +429,7 @@ def workers_table(res: dict) -> list[str]:
     time (data wait left out) as median (p10-p90)."""
     rounds = range(1, hb.WORKERS_ROUNDS + 1)
     rows = ["| workers | steady img/s per round | data wait | "
-            + " | ".join(f"step compute, run {i}" for i in rounds) + " | lease |", "|---" * (len(rounds) + 4) + "|"]
+            + " | ".join(f"step compute, run {i}" for i in rounds) + " | machine |", "|---" * (len(rounds) + 4) + "|"]
     by: dict[Any, list[dict]] = {}
     for r in units(res, "workers").values():
         by.setdefault(r.get("workers"), []).append(r)
@@ -442,7 +442,7 @@ def workers_table(res: dict) -> list[str]:
         rows.append(f"| {w} | {', '.join(fmt(r.get('steady_ips')) for r in rs)} | "
                     f"{', '.join(fmt(r.get('wait_share'), '.0%') for r in rs)} | "
                     + " | ".join(ms(r) for r in (rs + [{}] * len(rounds))[:len(rounds)])
-                    + f" | {', '.join(sorted({str(lease(r)) for r in rs}))} |")
+                    + f" | {', '.join(sorted({str(machine_id(r)) for r in rs}))} |")
     return rows
 
 
@@ -450,11 +450,11 @@ def loader_table(res: dict) -> list[str]:
     recs = units(res, "loader")
     if not recs:
         return ["(no loader results)"]
-    rows = ["| unit | workers | batch | cache | images/s alone | valid | first batch s | lease |", "|" + "---|" * 8]
+    rows = ["| unit | workers | batch | cache | images/s alone | valid | first batch s | machine |", "|" + "---|" * 8]
     for n, r in recs.items():
         rows.append(f"| {n} | {r.get('workers')} | {r.get('batch')} | {(r.get('args') or {}).get('cache', False)} | "
                     f"{fmt(r.get('images_per_s'))} | {r.get('valid')} | {fmt(r.get('first_batch_s'), '.2f')} | "
-                    f"{lease(r)} |")
+                    f"{machine_id(r)} |")
     return rows
 
 
@@ -512,7 +512,7 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
         match = next((r for r in units(res, "loader").values()
                       if r.get("workers") == w and r.get("batch") == b and bool((r.get("args") or {}).get("cache")) ==
                       bool(cache) and r.get("images_per_s")), None)
-        cap, src = (match or {}).get("images_per_s"), f"loader part, lease {lease(match)}"
+        cap, src = (match or {}).get("images_per_s"), f"loader part, machine {machine_id(match)}"
     ips = run.get("steady_ips")
     if ips and cap:
         out.append(f"loader: the applied run consumed {ips:.0f} img/s; the loader alone delivers {cap:.0f} img/s "
@@ -532,7 +532,7 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
     out.append(f"compile: asked {st.get('compile_requested')!r}, active {st.get('compile_active')}; first-steps "
                f"excess {fmt(run.get('first_steps_excess_s'))} s (compile part: cold {fmt(cp.get('cost_cold_s'))} s, "
                f"warm {fmt(cp.get('cost_warm_s'))} s"
-               + (f", {where(cp)}" if cp and lease(cp) != lease(fx) else "") + ")")
+               + (f", {where(cp)}" if cp and machine_id(cp) != machine_id(fx) else "") + ")")
     tr = fx.get("trials") or {}
     kept = fx.get("kept") or {}
     verdicts = {v["candidate"]: v for v in tr.get("verdicts", [])}
@@ -563,8 +563,8 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
                 if plan_args.get(k, False) != v and k not in ("epochs", "warmup_epochs", "val")}
         own = units(res, "sweep").get(hb.plan_unit(part))
         mine = (f" ({where(best)}; the plan's own point there {own['steady_ips']:.0f} img/s, "
-                f"{own['steady_ips'] / best['steady_ips']:.0%} of it)" if ok(own) and lease(own) == lease(best)
-                else f" ({where(best)})" if lease(best) != lease(fx) else "")
+                f"{own['steady_ips'] / best['steady_ips']:.0%} of it)" if ok(own) and machine_id(own) == machine_id(best)
+                else f" ({where(best)})" if machine_id(best) != machine_id(fx) else "")
         out.append(f"best swept {best['config']} ({best['steady_ips']:.0f} img/s){mine} differs from the plan in "
                    f"{' '.join(hb.words(diff)) or 'nothing planned'}; the plan dropped: "
                    + ("; ".join(f"{x.get('key')}: {x.get('reason')}" for x in fx.get("dropped", [])) or "nothing"))
@@ -573,10 +573,10 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
 
 def body(res: dict) -> str:
     if not res:
-        return "No results yet: run `bash bench/h200_benchmark.sh dataset defaults` on the H200 first."
+        return "No results yet: run `bash bench/h200_benchmark.sh dataset defaults` on the GPU machine first."
     scale = next(iter(res.values())).get("scale", {})
     f = figures(res)
-    L = ["## H200: how close `fix --verify --apply` gets to the best configuration (issue 6)", ""]
+    L = ["## How close `fix --verify --apply` gets to the best configuration", ""]
     if scale.get("tiny"):
         L += ["**TINY CPU SCALE: these figures exercise the pipeline; they are not the H200's.**", ""]
     L += [f"Scale: {scale.get('images')} train / {scale.get('val_images')} val images of {scale.get('size')} "
@@ -651,7 +651,8 @@ def body(res: dict) -> str:
     for part in ("fix-safe", "fix-unsafe"):
         fx = units(res, part).get("fix")
         if fx:
-            L += ["", f"### Trials of {part} (`fix --verify`, interleaved, lease {lease(fx)})", ""] + trial_tables(fx)
+            L += ["", f"### Trials of {part} (`fix --verify`, interleaved, machine {machine_id(fx)})", ""] + \
+                trial_tables(fx)
     L += ["", "### Sweep (bounded `profile --no-trace`, steady images/s, fastest first)", ""] + sweep_table(res)
     L += ["", "### The loader alone (Ultralytics' train loader, no model, mosaic on)", ""] + loader_table(res)
     if units(res, "workers"):
@@ -661,7 +662,7 @@ def body(res: dict) -> str:
         L += workers_table(res)
     gone = missing(res)
     L += ["", "### Missing", ""] + ([f"- {m}" for m in gone] or ["Nothing: every part is recorded."])
-    L += ["", "### Re-running it", "", "```", hb.__doc__[hb.__doc__.index("Commands for the GPU session"):].strip(),
+    L += ["", "### Re-running it", "", "```", hb.__doc__[hb.__doc__.index("Commands, one per part"):].strip(),
           "python bench/report_h200.py --write", "```"]
     return "\n".join(L)
 
@@ -675,7 +676,7 @@ def _yn(v: bool | None, machines: str | None = None) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--results", type=Path, default=hb.RESULTS)
-    ap.add_argument("--write", action="store_true", help="write the section h200-benchmark of BENCHMARKS.md")
+    ap.add_argument("--write", action="store_true", help="also write the report to bench/out/reports/h200-benchmark.md")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON instead")
     a = ap.parse_args(argv)
     res = hb.load_results(a.results)
@@ -686,9 +687,9 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if a.write:
         if any(d.get("scale", {}).get("tiny") for d in res.values()):
-            print("not written: tiny-scale results do not go into BENCHMARKS.md", file=sys.stderr)
+            print("not written: tiny-scale results are not a report", file=sys.stderr)
             return 2
-        common.write_section("h200-benchmark", text)
+        print(f"written: {common.write_report('h200-benchmark', text)}", file=sys.stderr)
     return 0
 
 

@@ -1,11 +1,11 @@
-"""Write the profiler's H200 figures (issue 3) to BENCHMARKS.md: time to a written profile and profiler overhead.
+"""The profiler's figures on a GPU machine, as a report: time to a written profile and profiler overhead.
 
     python bench/report_profiler_gpu.py collect OUT.json --walls WALLS.jsonl... --runs RUN_DIR... --overhead DIR...
     python bench/report_profiler_gpu.py report RESULTS.json
 
 `collect` keeps what the report needs from the directories that bench/gpu_fixtures.sh left (PART=fixtures,
 scenarios, overhead): each profile's wall time and event timeline, and each overhead run's per-step end times, in
-one small JSON (bench/results/). `report` computes the figures from that JSON and writes the BENCHMARKS section.
+one small JSON (bench/results/). `report` computes the figures from that JSON and writes the report.
 
 Overhead: plain training (bench/plain_train.py) and `yolodoctor profile` run interleaved, 140 steps each; images/s
 are compared over steps 60-129: past a full prefetch queue (8 workers x 4) and before the profiler's trace window
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_section  # noqa: E402
+from common import write_report  # noqa: E402
 
 FIRST, LAST = 60, 130  # steps [FIRST, LAST): the compared window
 
@@ -102,9 +102,9 @@ def report(a) -> None:
             ratio_rows.append(f"| {b if b == 'all' else b + 1} | {len(plain)} + {len(full)} | {spread(plain)} | "
                               f"{spread(full)} | {statistics.median(full) / statistics.median(plain):.3f} | "
                               f"{(max(plain) - min(plain)) / statistics.median(plain):.0%} |")
-    body = f"""## Profiler on the H200 (issue 3)
+    body = f"""## Profiler on the H200
 
-Machine: the lent NVIDIA H200 (16 cores, driver 580.159, torch 2.11, CUDA 13, Python 3.12, Ultralytics 8.4.190).
+Machine: an NVIDIA H200 (16 cores, driver 580.159, torch 2.11, CUDA 13, Python 3.12, Ultralytics 8.4.190).
 Date: {a.date}. Dataset: `make-dataset --images 8000` (640x480 JPEG). Model yolo11n.yaml, imgsz 640, epochs=20
 (mosaic on). Commands: `PART=fixtures bash bench/gpu_fixtures.sh` (then `scenarios`, `overhead` with REPS=5 and a
 second batch of 3), `python bench/report_profiler_gpu.py collect ...` (kept in bench/results/), then
@@ -121,15 +121,14 @@ imports and quick check before the run starts, and the diagnosis after the profi
 {chr(10).join(walls)}
 
 Goal <= 60 s with compile excluded: missed by the defaults run ({res['profiles'][0]['wall_s']:.0f} s on a fresh
-dataset), met by workers0 and fp32 (50-56 s); the three issue-4 scenarios are longer by design (217 steps at batch
+dataset), met by workers0 and fp32 (50-56 s); the three later scenarios are longer by design (217 steps at batch
 128; a 43 s first scan of the 1080p PNGs; autobatch and a 57M-parameter model). Where the time goes: about 11 s
 before training starts and 7-12 s outside the run (imports, the check probe, the diagnosis), Ultralytics' setup
 (9 s with the first label scan), about 6-10 s to export and summarise the trace after its 5 steps, and 8 s (default
 `--loader-seconds`) plus the first batch to time the loader alone. What would close the gap: summarising the
 trace while the loader is timed (both run after the measured steps), and a shorter loader timing when its rate
 is already stable. The three fixture runs' diagnosis failed on that machine for a missing dependency
-(`prompt_toolkit`, which the CEL package imports; the profiles had been written and are complete); the device
-wheel list now carries it.
+(`prompt_toolkit`, which the CEL package imports; the profiles had been written and are complete).
 
 ### Profiler overhead (images/s outside the trace window)
 
@@ -153,7 +152,7 @@ the next section measures it inside one run instead (the sampler switched on and
 steps; the recorder's per-step cost timed directly), which removes the between-run variance.
 """
     print(body)
-    write_section("profiler-gpu", body)
+    print(f"written: {write_report('profiler-gpu', body)}", file=sys.stderr)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The profiler's cost measured inside one run (issue 3): the sampler switched on and off in alternate blocks, the
+"""The profiler's cost measured inside one run: the sampler switched on and off in alternate blocks, the
 recorder's self-timed cost per step, and the allocator-counter reads that dominated it.
 
     python bench/report_profiler_inrun.py collect OUT.json --runs RUN_DIR... [--recorder-cost FILE.json]
@@ -8,7 +8,7 @@ Where the runs come from: `PART=inrun bash bench/gpu_fixtures.sh` (bench/profile
 `yolodoctor profile` runs of 400 steps, Ultralytics defaults, the sampler sampling 3 s and pausing 3 s in turn) and
 `python bench/recorder_cost.py` for the allocator counters.
 
-Why inside one run: between runs on the lent H200 the images/s of plain training alone spread 20-40% (BENCHMARKS.md),
+Why inside one run: between runs on an H200 machine the images/s of plain training alone spread 20-40% (BENCHMARKS.md),
 so a 2% effect cannot be read from run-to-run comparisons. Here every step interval past the prefetch fill (steps 60 to
 the last 10) that lies wholly inside a block is labelled by the sampler's state; each block is summarised by its
 median step interval, and the effect is the ratio of the median "on" block to the median "off" block over all runs.
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_section  # noqa: E402
+from common import write_report  # noqa: E402
 
 FIRST, TAIL = 60, 10
 
@@ -122,7 +122,7 @@ def report(a) -> None:
     nlo, nhi = e["null95"]
     body = f"""### Profiler overhead inside one run (sampler on/off blocks; recorder self-timing)
 
-Date: {a.date}, the lent H200 (16 cores). `PART=inrun bash bench/gpu_fixtures.sh`: three `yolodoctor profile`
+Date: {a.date}, an NVIDIA H200 (16 cores). `PART=inrun bash bench/gpu_fixtures.sh`: three `yolodoctor profile`
 runs of 400 steps (Ultralytics defaults: batch 16, workers 8, yolo11n.yaml, imgsz 640, the 8,000-image dataset), the
 sampler at 5 Hz sampling 3 s and pausing 3 s in turn (`--duty 3,3`). Step intervals from step {FIRST} to the last
 {TAIL}, each block summarised by its median; then `python bench/report_profiler_inrun.py report
@@ -149,7 +149,7 @@ recorder now reads the nested dict once (`recorder.allocator_counters`).
 Not yet measured on the GPU: the recorder's self-timed cost after that change (the runs above are from before it).
 """
     print(body)
-    write_section("profiler-inrun", body)
+    print(f"written: {write_report('profiler-inrun', body)}", file=sys.stderr)
 
 
 def main() -> None:

@@ -2,10 +2,10 @@
 
     python bench/report_rules_accuracy.py [--frozen COMMIT]   (default 46d70a1: tags do not travel with every clone)
 
-Issue 4 asked for the rules to be frozen in a commit before three more H200 scenarios were recorded, and for the
-frozen rules' verdicts on them to be reported before any change. This script checks the frozen commit out into a
+The rules were frozen in a commit before three more H200 scenarios were recorded, so that the frozen rules' verdicts
+on them say how the rules do on trainings they were not written for. This script checks the frozen commit out into a
 temporary git worktree and runs *its* diagnosis (its code and its rules) on each fixture, then today's, and writes
-the table to BENCHMARKS.md. What the data shows (the reference verdict) is written below with the measurements it
+the table as a report (bench/out/reports/rules-accuracy.md). What the data shows (the reference verdict) is written below with the measurements it
 rests on; the figures in the table are read from the fixtures.
 """
 
@@ -19,10 +19,10 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, write_section  # noqa: E402
+from common import ROOT, write_report  # noqa: E402
 
 PROFILES = ROOT / "fixtures" / "profiles"
-FROZEN = "46d70a1"  # the commit tagged rules-frozen-1 (issue 4), before the last three scenarios were recorded
+FROZEN = "46d70a1"  # the commit tagged rules-frozen-1, before the last three scenarios were recorded
 # fixture -> (recorded after the freeze?, the primary finding the data supports, what the data shows)
 TRUTH = {
     "h200-defaults": (False, "LA201", "host-bound: data ready, loader alone far faster, GPU busy a fraction"),
@@ -33,7 +33,7 @@ TRUTH = {
                                    "training thread (steps 80 -> 150-270 ms while they run); validation 1/3 of "
                                    "each epoch"),
     "h200-png-1080p": (True, "DL204", "dataloader-bound by decoding 1080p PNGs; RAM holds the decoded set"),
-    "h200-yolo11x-autobatch90": (True, "RN201", "50 steps (my choice) cannot outlast 32 prefetched batches: too "
+    "h200-yolo11x-autobatch90": (True, "RN201", "50 steps (--steps 50) cannot outlast 32 prefetched batches: too "
                                  "short to conclude; memory 87% (below the OOM-risk line)"),
 }
 FACTS = [("ips", "run.images_per_s", "{:.0f}"), ("wait", "run.data_wait_share", "{:.0%}"),
@@ -91,7 +91,7 @@ def main() -> None:
             cells.append(f"{p or 'none'}{' + ' + ', '.join(extra) if extra else ''} {'right' if ok else 'WRONG'}")
         rows.append(f"| {name.removeprefix('h200-')} | {'after' if after else 'before'} | {shows} ({figures}) | "
                     f"{want or 'none'} | {cells[0]} | {cells[1]} |")
-    body = f"""## Rule accuracy on the recorded H200 profiles (issue 4)
+    body = f"""## Rule accuracy on the recorded H200 profiles
 
 Command: `python bench/report_rules_accuracy.py` (the frozen verdicts come from the frozen commit's own code and
 rules, run in a temporary git worktree). Rules frozen at commit `{a.frozen}` (tag rules-frozen-1); the last three scenarios were recorded
@@ -110,14 +110,14 @@ right; rules now: {score['now'][0]} of {score['now'][1]}. What the frozen rules 
   ran. New rule DL205 (workers starve the training thread; fix: leave two cores, verified by trials). The frozen
   facts also dropped the validation share of every bounded run; validated epochs inside one now count (VL201:
   validation 1/3 of each epoch at this batch).
-- **yolo11x-autobatch90**: right primary (the window was too short, my scenario's fault), but a false MM204
+- **yolo11x-autobatch90**: right primary (the window was too short: the scenario's 50 steps were too few), but a false MM204
   (fragmentation "55x"): the allocated side was read at batch end, after the activations were freed. The recorder
   now keeps each step's peak (`max_memory_allocated`, reset per step); without it the fact stays missing and the
   rule silent.
 - **png-1080p**: right (DL204 cache='ram', then DL201 more workers: 16 cores, none saturated).
 """
     print(body)
-    write_section("rules-accuracy", body)
+    print(f"written: {write_report('rules-accuracy', body)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
     python bench/trial_fixture.py PART LOGS [--results bench/results/h200-benchmark] [--out fixtures/trials]
 
 PART is fix-safe or fix-unsafe; LOGS is the folder `h200-logs.tgz` was unpacked into (its trials' events.jsonl
-under .../PART/run/trials-profile/RUN/). Writes fixtures/trials/h200-PART-LEASE.json (the plan, the defaults'
+under .../PART/run/trials-profile/RUN/). Writes fixtures/trials/NAME.json (the plan, the defaults'
 findings and facts, every trial with the steady step's median compute time and data-wait share, the verdicts and
-what was kept) and fixtures/trials/h200-PART-LEASE-events/RUN/events.jsonl.gz (each trial's step events: the loss
-curves that loss parity reads, the rates that bench/window_noise.py reads).
+what was kept) and fixtures/trials/NAME-events/RUN/events.jsonl.gz (each trial's step events: the loss
+curves that loss parity reads, the rates that bench/window_noise.py reads). NAME (--name) defaults to
+GPU-PART-DATE, e.g. h200-fix-safe-2026-12-04: the GPU model, the part and the day the fix was recorded.
 """
 
 from __future__ import annotations
@@ -41,9 +42,15 @@ def steady(path: Path) -> dict[str, float | None]:
             "steady_wait_share": round(sum(s.get("wait") or 0 for s in steps) / total, 4) if total else None}
 
 
-def build(part: str, logs: Path, results: Path, out: Path, source: str) -> Path:
+def default_name(part: str, rec: dict) -> str:
+    """GPU-PART-DATE: the GPU's model (h200 for "NVIDIA H200"), the part, the day the fix was recorded."""
+    gpu = ((rec.get("machine") or {}).get("gpu") or "cpu").split()
+    model = next((w for w in gpu if any(c.isdigit() for c in w)), gpu[-1]).lower()
+    return f"{model}-{part}-{(rec.get('finished') or 'undated')[:10]}"
+
+
+def build(part: str, logs: Path, results: Path, out: Path, source: str, name: str | None = None) -> Path:
     rec = json.loads((results / f"{part}.json").read_text())["units"]["fix"]
-    lease = rec["machine"]["lease"]
     events = trial_events(logs, part)
     missing = [r["run_dir"] for r in rec["trials"]["runs"] if r["run_dir"] not in events]
     if missing:
@@ -55,7 +62,7 @@ def build(part: str, logs: Path, results: Path, out: Path, source: str) -> Path:
            "dropped": rec["dropped"], "findings": rec["findings"], "profile_facts": prof.get("facts") or {},
            "profile_settings": {k: (prof.get("settings") or {}).get(k) for k in PROFILE_SETTINGS},
            "trials": {**rec["trials"], "runs": runs}, "kept": rec["kept"], "applied": rec["applied"]["args"]}
-    name = f"h200-{part}-{lease}"
+    name = name or default_name(part, rec)
     (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     for run in runs:
         d = out / f"{name}-events" / run["run_dir"]
@@ -72,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "h200-benchmark")
     ap.add_argument("--out", type=Path, default=ROOT / "fixtures" / "trials")
     ap.add_argument("--source", default="", help="how the trials were recorded (the command, the rules' commit)")
+    ap.add_argument("--name", help="the fixture's name (default GPU-PART-DATE)")
     a = ap.parse_args(argv)
     try:
-        print(build(a.part, a.logs, a.results, a.out, a.source))
+        print(build(a.part, a.logs, a.results, a.out, a.source, a.name))
     except SystemExit as e:  # a trial without events in the logs: said in one line, exit 2
         print(e.code, file=sys.stderr)
         return 2

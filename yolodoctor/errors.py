@@ -1,4 +1,4 @@
-"""Errors that mean "the command could not run" (exit 2, one line on stderr, DESIGN.md section 3)."""
+"""Errors that mean "the command could not run" (exit 2, one line on stderr)."""
 
 
 class YoloDoctorError(Exception):

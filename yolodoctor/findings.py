@@ -1,4 +1,4 @@
-"""The finding and fix records every command reports (DESIGN.md section 3).
+"""The finding and fix records every command reports.
 
 A finding is a named problem with the evidence behind it and, where one exists, a fix. These are plain
 dataclasses serialised to the JSON contract; nothing here imports torch or ultralytics.
@@ -104,6 +104,6 @@ def worst(findings: list[Finding]) -> Severity | None:
 
 
 def exit_code(findings: list[Finding], fail_on: Severity) -> int:
-    """0 when nothing is at or above ``fail_on``, else 1 (DESIGN.md section 3)."""
+    """0 when nothing is at or above ``fail_on``, else 1."""
     w = worst(findings)
     return 1 if w is not None and w >= fail_on else 0

@@ -1,4 +1,4 @@
-"""Reports: the JSON envelope of DESIGN.md section 3 on stdout, and a rich rendering grouped by category."""
+"""Reports: the JSON envelope on stdout, and a rich rendering grouped by category."""
 
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ def namespace(tmp_path, budget=100.0, redo=None):
 def fake(monkeypatch):
     """Four sweep units of 40 (fake) seconds each; the dataset is there; calls are counted."""
     calls = []
-    monkeypatch.setattr(hb, "machine", lambda: {"lease": "L1", "host": "h", "gpu": None})
+    monkeypatch.setattr(hb, "machine", lambda: {"machine_id": "L1", "host": "h", "gpu": None})
 
     def units(self, part):
         if part != "sweep":
@@ -122,7 +122,7 @@ def test_budget_stops_cleanly_and_a_rerun_resumes(tmp_path, fake):
     assert fake.calls == ["u1", "u2"]  # 100 s: u1 (est 30), u2 (est 40 from u1); 20 s left < 40: stop
     doc = json.loads((tmp_path / "r" / "sweep.json").read_text())
     assert list(doc["units"]) == ["u1", "u2"] and doc["scale"] == asdict(hb.TINY)
-    assert doc["units"]["u1"]["machine"]["lease"] == "L1" and doc["units"]["u1"]["kind"] == "bounded"
+    assert doc["units"]["u1"]["machine"]["machine_id"] == "L1" and doc["units"]["u1"]["kind"] == "bounded"
     probe = doc["units"]["u1"]["host_probe"]  # the host's speed around the unit
     assert probe["before"]["python_ms"] > 0 and probe["after"]["jpeg_decode_ms"] > 0
     assert hb.cmd_run(namespace(tmp_path, budget=100)) == 0
@@ -145,42 +145,43 @@ def test_results_of_another_scale_are_refused(tmp_path, fake):
 
 
 def test_fix_part_adds_a_defaults_run_on_a_new_machine_and_collects_a_newer_fix(tmp_path, monkeypatch):
-    monkeypatch.setattr(hb, "machine", lambda: {"lease": "NEW", "host": "h", "gpu": None})
-    rec = {"status": "complete", "steady_ips": 200.0, "machine": {"lease": "OLD"}}
+    monkeypatch.setattr(hb, "machine", lambda: {"machine_id": "NEW", "host": "h", "gpu": None})
+    rec = {"status": "complete", "steady_ips": 200.0, "machine": {"machine_id": "OLD"}}
     hb.write_json(tmp_path / "r" / "defaults.json", {"part": "defaults", "scale": asdict(hb.TINY),
                                                      "units": {"defaults": rec}})
     r = hb.Runner(namespace(tmp_path))
     assert [u.name for u in r.units("fix-safe")] == ["fix", "defaults"]
-    monkeypatch.setattr(hb, "machine", lambda: {"lease": "OLD", "host": "h", "gpu": None})
+    monkeypatch.setattr(hb, "machine", lambda: {"machine_id": "OLD", "host": "h", "gpu": None})
     r = hb.Runner(namespace(tmp_path))
     assert [u.name for u in r.units("fix-safe")] == ["fix"]
     hb.write_json(tmp_path / "r" / "fix-safe.json", {"part": "fix-safe", "scale": asdict(hb.TINY),
                                                      "units": {"fix": {"driver_pid": 11, "machine": {}}}})
-    hb.write_json(tmp_path / "w" / "fix-safe" / "fix.pid", {"pid": 12, "lease": "OLD"})
+    hb.write_json(tmp_path / "w" / "fix-safe" / "fix.pid", {"pid": 12, "machine_id": "OLD"})
     r = hb.Runner(namespace(tmp_path))
     assert [u.name for u in r.units("fix-safe")] == ["fix"] and not r.done("fix-safe", "fix")
-    # a fix recorded on this machine whose defaults run was cut off (the session's device time ran out): the
+    # a fix recorded on this machine whose defaults run was cut off (the command's time ran out): the
     # defaults run comes next, and a fix recorded on another machine gets none
-    monkeypatch.setattr(hb, "machine", lambda: {"lease": "NEW", "host": "h", "gpu": None})
+    monkeypatch.setattr(hb, "machine", lambda: {"machine_id": "NEW", "host": "h", "gpu": None})
     hb.write_json(tmp_path / "r" / "fix-safe.json", {"part": "fix-safe", "scale": asdict(hb.TINY),
-                                                     "units": {"fix": {"driver_pid": 12, "machine": {"lease": "NEW"}}}})
+                                                     "units": {"fix": {"driver_pid": 12,
+                                                                       "machine": {"machine_id": "NEW"}}}})
     r = hb.Runner(namespace(tmp_path))
     assert [u.name for u in r.units("fix-safe")] == ["fix", "defaults"] and r.done("fix-safe", "fix")
     assert not r.done("fix-safe", "defaults")
-    monkeypatch.setattr(hb, "machine", lambda: {"lease": "THIRD", "host": "h", "gpu": None})
+    monkeypatch.setattr(hb, "machine", lambda: {"machine_id": "THIRD", "host": "h", "gpu": None})
     assert [u.name for u in hb.Runner(namespace(tmp_path)).units("fix-safe")] == ["fix"]
 
 
 def test_redo_is_honoured_once_a_machine(tmp_path, fake, monkeypatch):
-    # lease eaa50845: a fourth `fix-unsafe --redo fix-unsafe/fix` command, after the third had recorded the fix, would
-    # have started the 24-minute fix again; the same command again now goes on from where the last one stopped
+    # a fourth `fix-unsafe --redo fix-unsafe/fix` command, after the third had recorded the fix, used to start the
+    # 24-minute fix again; the same command again now goes on from where the last one stopped
     assert hb.cmd_run(namespace(tmp_path, budget=1000)) == 0
     assert hb.cmd_run(namespace(tmp_path, budget=60, redo=["sweep/u2", "sweep/u4"])) == hb.CALL_AGAIN
     assert fake.calls[4:] == ["u2"]  # 60 s: u2 (40), then not u4
     assert hb.cmd_run(namespace(tmp_path, budget=100, redo=["sweep/u2", "sweep/u4"])) == 0
     assert fake.calls[5:] == ["u4"]  # u2 was redone on this machine already
     assert json.loads((tmp_path / "w" / "redone.json").read_text()) == {"sweep/u2": "L1", "sweep/u4": "L1"}
-    monkeypatch.setattr(hb, "machine", lambda: {"lease": "L2", "host": "h", "gpu": None})
+    monkeypatch.setattr(hb, "machine", lambda: {"machine_id": "L2", "host": "h", "gpu": None})
     assert hb.cmd_run(namespace(tmp_path, budget=1000, redo=["sweep/u2"])) == 0  # another machine: again
     assert fake.calls[6:] == ["u2"]
 
@@ -188,21 +189,21 @@ def test_redo_is_honoured_once_a_machine(tmp_path, fake, monkeypatch):
 def test_a_redone_fix_is_collected_by_the_next_calls_not_started_again(tmp_path, monkeypatch):
     # the fix is marked redone when it starts: a later call with the same --redo collects it, also where it ended
     # between two calls and was not recorded yet, and once recorded goes on to the defaults run
-    monkeypatch.setattr(hb, "machine", lambda: {"lease": "NEW", "host": "h", "gpu": None})
-    old = {"status": "complete", "driver_pid": 11, "machine": {"lease": "OLD"}}
+    monkeypatch.setattr(hb, "machine", lambda: {"machine_id": "NEW", "host": "h", "gpu": None})
+    old = {"status": "complete", "driver_pid": 11, "machine": {"machine_id": "OLD"}}
     hb.write_json(tmp_path / "r" / "fix-unsafe.json", {"part": "fix-unsafe", "scale": asdict(hb.TINY),
                                                        "units": {"fix": old}})
-    hb.write_json(tmp_path / "w" / "fix-unsafe" / "fix.pid", {"pid": 12, "lease": "NEW"})
+    hb.write_json(tmp_path / "w" / "fix-unsafe" / "fix.pid", {"pid": 12, "machine_id": "NEW"})
     hb.write_json(tmp_path / "w" / "redone.json", {"fix-unsafe/fix": "NEW"})  # as the first call left it
     r = hb.Runner(namespace(tmp_path, redo=["fix-unsafe/fix"]))
     assert [u.name for u in r.units("fix-unsafe")] == ["fix", "defaults"]
     assert not r.done("fix-unsafe", "fix") and not r.restart  # collected (pid 12 is not the recorded 11), not restarted
-    r.record("fix-unsafe", "fix", {**old, "driver_pid": 12, "machine": {"lease": "NEW"}})
+    r.record("fix-unsafe", "fix", {**old, "driver_pid": 12, "machine": {"machine_id": "NEW"}})
     r = hb.Runner(namespace(tmp_path, redo=["fix-unsafe/fix"]))
     assert [u.name for u in r.units("fix-unsafe")] == ["fix", "defaults"]
     assert r.done("fix-unsafe", "fix") and not r.done("fix-unsafe", "defaults")
     # on another machine the same --redo starts it again there
-    monkeypatch.setattr(hb, "machine", lambda: {"lease": "THIRD", "host": "h", "gpu": None})
+    monkeypatch.setattr(hb, "machine", lambda: {"machine_id": "THIRD", "host": "h", "gpu": None})
     r = hb.Runner(namespace(tmp_path, redo=["fix-unsafe/fix"]))
     r.units("fix-unsafe")
     assert not r.done("fix-unsafe", "fix") and r.restart == {"fix-unsafe/fix"}
@@ -211,7 +212,7 @@ def test_a_redone_fix_is_collected_by_the_next_calls_not_started_again(tmp_path,
 def test_max_reps_reaches_fix_through_the_detached_driver(tmp_path, monkeypatch):
     """--max-reps goes to the detached driver, from it to `yolodoctor fix`, and into the record; left out, neither
     command carries it (fix's own default)."""
-    monkeypatch.setattr(hb, "machine", lambda: {"lease": "L1", "host": "h", "gpu": None})
+    monkeypatch.setattr(hb, "machine", lambda: {"machine_id": "L1", "host": "h", "gpu": None})
     cmds = []
 
     def call(self, cmd, out, log, env=None, new_session=False):
@@ -273,23 +274,23 @@ def test_fix_record_keeps_plan_trials_and_what_was_applied(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------- report
-def whole(ips, lease="A", loss=1.0, setup=20.0, excess=2.0, n=50, batch=16, workers=8, **kw):
+def whole(ips, mid="A", loss=1.0, setup=20.0, excess=2.0, n=50, batch=16, workers=8, **kw):
     return {"status": "complete", "steady_ips": ips, "setup_s": setup, "first_steps_excess_s": excess,
-            "epochs": [{"epoch": 0, "images": 20000, "val_s": 10.0}], "machine": {"lease": lease},
+            "epochs": [{"epoch": 0, "images": 20000, "val_s": 10.0}], "machine": {"machine_id": mid},
             "settings": {"batch": batch, "workers": workers, "compile_requested": False, "compile_active": False},
             "loss_per_opt_step": [loss + 0.01 * ((i * 7) % 5 - 2) for i in range(n)], "facts": {"gpu.util_mean": 40},
             **kw}
 
 
-def fix_rec(ips, loss, lease="A", args=None):
+def fix_rec(ips, loss, mid="A", args=None):
     args = args or {"batch": 64}
-    return {"status": "complete", "machine": {"lease": lease}, "kept": args, "findings": ["LA201"],
+    return {"status": "complete", "machine": {"machine_id": mid}, "kept": args, "findings": ["LA201"],
             "plan": [{"kind": "args", "key": k, "before": None, "after": v, "safety": "safe", "reason": "R"}
                      for k, v in args.items()],
             "trials": {"runs": [], "verdicts": [{"candidate": "baseline", "median": 200.0}]
                        + [{"candidate": f"{k}={v}", "median": ips} for k, v in args.items()]},
             "applied": {"applied": "plan", "status": "complete", "args": args},
-            "applied_run": whole(ips, lease, loss, setup=30.0, excess=130.0, batch=args.get("batch", 16))}
+            "applied_run": whole(ips, mid, loss, setup=30.0, excess=130.0, batch=args.get("batch", 16))}
 
 
 def results(tiny=False):
@@ -305,7 +306,7 @@ def results(tiny=False):
             "sweep": doc("sweep", sweep),
             "spread": doc("spread", {f"spread-{i}": whole(v, config="b64-w16") for i, v in ((1, 700.0), (2, 721.0))}),
             "compile": doc("compile", {"compile": {"config": "b64-w16-ro", "cost_cold_s": 128.0, "cost_warm_s": 31.0,
-                                                   "machine": {"lease": "A"}}})}
+                                                   "machine": {"machine_id": "A"}}})}
 
 
 def test_figures_ratios_goals_and_the_100_epoch_time():
@@ -325,7 +326,7 @@ def test_figures_ratios_goals_and_the_100_epoch_time():
     assert p["saved_s"] == pytest.approx(p["defaults"]["total_s"] - p["plan"]["total_s"])
     assert f["spread"]["spread"] == pytest.approx(21 / 710.5) and f["spread"]["met"]
     assert safe["loss"]["within"] and not unsafe["loss"]["within"] and safe["loss"]["opt_steps"] == 50
-    assert f["compile"]["cost_cold_s"] == 128.0 and f["compile"]["where"] == "lease A"
+    assert f["compile"]["cost_cold_s"] == 128.0 and f["compile"]["where"] == "machine A"
     # the plan's point and the defaults' point of the sweep: a second reading of applied / defaults, one machine
     assert safe["sweep_ratio"]["ratio"] == pytest.approx(900 / 210) and safe["sweep_ratio"]["met"]
     assert unsafe["sweep_ratio"]["ratio"] == pytest.approx(850 / 210) and unsafe["sweep_ratio"]["met"]
@@ -336,12 +337,12 @@ def test_figures_ratios_goals_and_the_100_epoch_time():
 
 def test_figures_flag_another_machine_and_partial_results():
     res = results()
-    res["fix-safe"]["units"]["fix"]["machine"] = {"lease": "B"}
+    res["fix-safe"]["units"]["fix"]["machine"] = {"machine_id": "B"}
     assert "DIFFERENT" in rep.figures(res)["fix"]["fix-safe"]["ratio_machines"]
     # the goal's verdict itself says it was drawn from two machines
     row = next(r for r in rep.body(res).splitlines() if r.startswith("| fix-safe: applied / defaults"))
     assert row.split(" | ")[3] == "yes (across machines)"
-    res["fix-safe"]["units"]["defaults"] = whole(190.0, lease="B")  # its own defaults, run on its machine
+    res["fix-safe"]["units"]["defaults"] = whole(190.0, mid="B")  # its own defaults, run on its machine
     f = rep.figures(res)["fix"]["fix-safe"]
     assert f["ratio_machines"] == "one machine" and f["ratio"] == pytest.approx(760 / 190)
     row = next(r for r in rep.body(res).splitlines() if r.startswith("| fix-safe: applied / defaults"))
@@ -358,15 +359,15 @@ def test_figures_flag_another_machine_and_partial_results():
 
 
 def test_missing_names_a_fix_without_a_defaults_run_on_its_machine():
-    d = {"status": "complete", "steady_ips": 238.0, "machine": {"lease": "A"}}
+    d = {"status": "complete", "steady_ips": 238.0, "machine": {"machine_id": "A"}}
     res = {"defaults": {"units": {"defaults": d}},
-           "fix-unsafe": {"units": {"fix": {"status": "complete", "machine": {"lease": "B"}}}},
-           "fix-safe": {"units": {"fix": {"status": "complete", "machine": {"lease": "A"}}}}}
+           "fix-unsafe": {"units": {"fix": {"status": "complete", "machine": {"machine_id": "B"}}}},
+           "fix-safe": {"units": {"fix": {"status": "complete", "machine": {"machine_id": "A"}}}}}
     gone = [x for x in rep.missing(res) if "defaults whole run" in x]
-    assert gone == ["fix-unsafe: a defaults whole run on the fix's machine (lease B): applied / defaults compares two "
+    assert gone == ["fix-unsafe: a defaults whole run on the fix's machine (machine B): applied / defaults compares two "
                     "machines until the part runs again on one (`bash bench/h200_benchmark.sh fix-unsafe --redo "
-                    "fix-unsafe/fix --max-reps 2`: two repeats, to fit one session's device time)"]
-    res["fix-unsafe"]["units"]["defaults"] = {**d, "machine": {"lease": "B"}}
+                    "fix-unsafe/fix --max-reps 2`: two repeats, about 25 minutes)"]
+    res["fix-unsafe"]["units"]["defaults"] = {**d, "machine": {"machine_id": "B"}}
     assert not [x for x in rep.missing(res) if "defaults whole run" in x]
 
 
@@ -376,7 +377,7 @@ def test_report_explains_a_missed_goal_and_writes_its_section(tmp_path, monkeypa
         hb.write_json(d / f"{part}.json", doc)
     text = rep.body(hb.load_results(d))
     assert "Why fix-unsafe missed a goal" in text and "Why fix-safe missed" not in text
-    # what the trials did not keep, and the whole plan against what was kept (fix-safe on the H200, lease dd6bc160)
+    # what the trials did not keep, and the whole plan against what was kept (fix-safe on the H200, 2026-12-03)
     res = results()
     fx = res["fix-safe"]["units"]["fix"]
     fx["plan"].append({"kind": "args", "key": "compile", "before": False, "after": "reduce-overhead",
@@ -396,20 +397,20 @@ def test_report_explains_a_missed_goal_and_writes_its_section(tmp_path, monkeypa
     diff = next(x for x in rep.explain(res, "fix-safe", {}) if "differs from the plan in" in x)
     assert "differs from the plan in batch=128" in diff and "epochs" not in diff and "val=" not in diff
     # a best point measured on the plan's own sweep machine is set against the plan's point there
-    assert "b128-w16-ro (1000 img/s) (lease A; the plan's own point there 900 img/s, 90% of it)" in diff
-    res["sweep"]["units"]["b128-w16-ro"]["machine"] = {"lease": "C", "gpu": "NVIDIA H100"}
-    res["compile"]["units"]["compile"]["machine"] = {"lease": "C", "gpu": "NVIDIA H100"}
+    assert "b128-w16-ro (1000 img/s) (machine A; the plan's own point there 900 img/s, 90% of it)" in diff
+    res["sweep"]["units"]["b128-w16-ro"]["machine"] = {"machine_id": "C", "gpu": "NVIDIA H100"}
+    res["compile"]["units"]["compile"]["machine"] = {"machine_id": "C", "gpu": "NVIDIA H100"}
     lines = rep.explain(res, "fix-safe", {})
-    assert "b128-w16-ro (1000 img/s) (lease C, NVIDIA H100) differs" in next(x for x in lines if "differs" in x)
-    assert "warm 31.0 s, lease C, NVIDIA H100)" in next(x for x in lines if x.startswith("compile:"))
+    assert "b128-w16-ro (1000 img/s) (machine C, NVIDIA H100) differs" in next(x for x in lines if "differs" in x)
+    assert "warm 31.0 s, machine C, NVIDIA H100)" in next(x for x in lines if x.startswith("compile:"))
     assert "### Trials of fix-safe" in text and "| batch=64 |" in text and "bash bench/h200_benchmark.sh" in text
-    monkeypatch.setattr(common, "BENCHMARKS", tmp_path / "BENCHMARKS.md")
+    monkeypatch.setattr(common, "REPORTS", tmp_path / "reports")
     assert rep.main(["--results", str(d), "--write"]) == 0
-    written = (tmp_path / "BENCHMARKS.md").read_text()
-    assert "<!-- bench:h200-benchmark -->" in written and "3.80x" in written
+    written = (tmp_path / "reports" / "h200-benchmark.md").read_text()
+    assert written.startswith("## How close") and "3.80x" in written
     for part, doc in results(tiny=True).items():
         hb.write_json(d / f"{part}.json", doc)
-    assert rep.main(["--results", str(d), "--write"]) == 2  # tiny figures never reach BENCHMARKS.md
+    assert rep.main(["--results", str(d), "--write"]) == 2  # tiny figures are never written as a report
 
 
 def test_scale_fields_are_the_runner_options():
@@ -516,7 +517,7 @@ def test_a_second_configuration_run_twice_is_recorded_beside_the_default_pair():
 
 
 def test_a_run_whose_window_does_not_fit_in_an_epoch_gets_whole_epochs_without_warmup(tmp_path, monkeypatch):
-    monkeypatch.setattr(hb, "machine", lambda: {"lease": "L", "host": "h", "gpu": None})
+    monkeypatch.setattr(hb, "machine", lambda: {"machine_id": "L", "host": "h", "gpu": None})
     ns = namespace(tmp_path)
     ns.scale = hb.Scale()  # 20,000 images
     r = hb.Runner(ns)
@@ -578,11 +579,11 @@ def test_the_best_safe_configuration_keeps_the_effective_batch_and_the_precision
 
 
 def test_the_recorded_trials_are_replayed_under_the_current_rules():
-    # fix-safe on the H200 (lease 78286506): fix applied batch + workers after 18 trials; replayed in the order they
+    # fix-safe on the H200 (2026-12-03, --max-reps 4): fix applied batch + workers after 18 trials; replayed in the order they
     # ran under today's rules, the whole plan beats the kept batch=64 after the first two rounds
     import json
 
-    h = json.loads((hb.ROOT / "fixtures/trials/h200-fix-safe-78286506.json").read_text())
+    h = json.loads((hb.ROOT / "fixtures/trials/h200-fix-safe-2026-12-03d.json").read_text())
     fx = {"plan": h["plan"], "trials": h["trials"], "kept": h["kept"]}
     again = rep.rejudge(fx)
     assert again["kept"] == {"batch": 64, "compile": "reduce-overhead", "deterministic": False, "workers": 14}
@@ -590,7 +591,7 @@ def test_the_recorded_trials_are_replayed_under_the_current_rules():
     assert "applied whole: +45.6% over batch=64" in again["verdicts"]["plan"]
     # the candidates rebuilt from their names are judged against what they stand on, as they ran
     assert again["verdicts"]["batch=64+workers=14"].startswith("+18.6% is within the noise threshold")
-    fx2 = {**fx, "applied_run": {"facts": {}}, "machine": {"lease": "78286506"}}
+    fx2 = {**fx, "applied_run": {"facts": {}}, "machine": {"machine_id": "h200-2026-12-03d"}}
     lines = rep.explain({"fix-safe": {"units": {"fix": fx2}}}, "fix-safe", {})
     assert any(x.startswith("trials replayed under the current rules: fix would keep batch=64 "
                             "compile=reduce-overhead deterministic=False workers=14 after 12 of the 18 recorded "

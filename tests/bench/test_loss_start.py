@@ -9,8 +9,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import loss_start as ls  # noqa: E402
 
-EVENTS = ROOT / "fixtures" / "trials" / "h200-fix-unsafe-f32ae53c-events"
-SAFE_EVENTS = ROOT / "fixtures" / "trials" / "h200-fix-safe-5d8a742d-events"
+EVENTS = ROOT / "fixtures" / "trials" / "h200-fix-unsafe-2026-12-03e-events"
+SAFE_EVENTS = ROOT / "fixtures" / "trials" / "h200-fix-safe-2026-12-04a-events"
 
 
 def write(run: Path, losses, batch=64, accumulate=1, precision="fp16", gz=False, scale=None):
@@ -46,7 +46,7 @@ def test_first_fall_and_loss_at_images(tmp_path):
 
 
 def test_the_h200_unsafe_trials_fp16_starts_flat_where_bf16_falls_at_once(capsys):
-    # lease f32ae53c: at fp16 (a GradScaler) the loss first fell 2% after 10 optimizer steps of batch 128 (1408
+    # fix-unsafe on the H200, 2026-12-03: at fp16 (a GradScaler) the loss first fell 2% after 10 optimizer steps of batch 128 (1408
     # images seen); at bf16 (none) after 2 - the start that loss parity over 1920 images weighs
     b128 = ls.analyse(EVENTS / "batch_128-1")
     plan = ls.analyse(EVENTS / "plan-1")
@@ -60,7 +60,7 @@ def test_the_h200_unsafe_trials_fp16_starts_flat_where_bf16_falls_at_once(capsys
 
 
 def test_the_h200_safe_trials_record_how_many_optimizer_steps_the_grad_scaler_skipped():
-    # lease 5d8a742d, the first trials with the recorder's train_end grad_scale: every fp16 run ended at a scale of
+    # fix-safe on the H200, 2026-12-04, the first trials with the recorder's train_end grad_scale: every fp16 run ended at a scale of
     # 2**9 or 2**10 - the GradScaler skipped 6 or 7 optimizer steps (none grows it before 2000 clean ones)
     rows = [ls.analyse(r) for r in ls.runs_under([SAFE_EVENTS])]
     assert len(rows) == 12 and all(r["precision"] == "fp16" and r["grad_scaler"] for r in rows)

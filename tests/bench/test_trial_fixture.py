@@ -23,7 +23,7 @@ def events(n=40, batch=16, compute=0.05, wait=0.01):
 def test_build_writes_the_trials_with_their_steady_steps_and_gzipped_events(tmp_path):
     run = {"candidate": "baseline", "rep": 0, "run_dir": "baseline-1", "status": "complete", "reason": None,
            "images_per_s": 200.0, "window_valid": True, "mismatch": [], "host_ms": 13.0, "phases": {"total_s": 1}}
-    fix = {"machine": {"lease": "abc"}, "max_reps": 2, "plan": [], "dropped": [], "findings": ["LA201"],
+    fix = {"machine": {"machine_id": "abc", "gpu": "NVIDIA H200"}, "finished": "2026-12-04 19:31", "max_reps": 2, "plan": [], "dropped": [], "findings": ["LA201"],
            "profile": {"facts": {"gpu.util_mean": 40.0}, "settings": {"batch": 16, "other": 1}},
            "trials": {"runs": [run], "verdicts": []}, "kept": {}, "applied": {"args": {}}}
     res = tmp_path / "results"
@@ -36,12 +36,12 @@ def test_build_writes_the_trials_with_their_steady_steps_and_gzipped_events(tmp_
     out.mkdir()
     path = tf.build("fix-unsafe", tmp_path / "logs", res, out, "made here")
     doc = json.loads(path.read_text())
-    assert path.name == "h200-fix-unsafe-abc.json" and doc["source"] == "made here" and doc["max_reps"] == 2
+    assert path.name == "h200-fix-unsafe-2026-12-04.json" and doc["source"] == "made here" and doc["max_reps"] == 2
     r = doc["trials"]["runs"][0]
     assert "phases" not in r and r["steady_compute_ms_median"] == 50.0
     assert r["steady_wait_share"] == pytest.approx(0.01 / 0.06, abs=1e-4)
     assert doc["profile_settings"]["batch"] == 16 and "other" not in doc["profile_settings"]
-    gz = out / "h200-fix-unsafe-abc-events" / "baseline-1" / "events.jsonl.gz"
+    gz = out / "h200-fix-unsafe-2026-12-04-events" / "baseline-1" / "events.jsonl.gz"
     assert gzip.decompress(gz.read_bytes()).decode() == events()
     first = gz.read_bytes()
     tf.build("fix-unsafe", tmp_path / "logs", res, out, "made here")

@@ -43,7 +43,7 @@ def test_workers_clamped_info():
 
 
 def test_shm_too_small_for_prefetch_queue():
-    # 16 workers x 4 x 128 x 640x640x3 = 10 GB (DESIGN.md section 5)
+    # 16 workers x 4 batches x 128 images x 640x640x3 = 10 GB of /dev/shm
     res = probe({"workers": 16, "batch": 128, "imgsz": 640}, shm=2 * GB)
     f = next(f for f in res.findings if f.id == "MM102")
     assert f.severity.name == "error" and 9.0 < f.evidence["prefetch_gb"] < 10.0

@@ -1,4 +1,4 @@
-"""The command-line contract (DESIGN.md section 3): exit codes, pure --json on stdout, one-line errors."""
+"""The command-line contract: exit codes, pure --json on stdout, one-line errors."""
 
 import json
 import os

@@ -269,11 +269,11 @@ def _recorded(name, events=None):
 
 
 def test_the_first_recorded_h200_trials_under_todays_rules():
-    # fix-safe on the H200 (lease dd6bc160) with the trial rules before issue 6's changes: compile on batch only, at
+    # fix-safe on the H200 (2026-12-03) with the first trial rules: compile on batch only, at
     # the original 8 workers. Replayed as those candidates ran, under the pooled noise
     from yolodoctor.fixing.trials import Candidate
 
-    h, plan, rs = _recorded("h200-fix-safe-dd6bc160.json")
+    h, plan, rs = _recorded("h200-fix-safe-2026-12-03c.json")
     by = {c.key: c for c in plan.changes}
     recorded = {v["candidate"]: v for v in h["trials"]["verdicts"]}
     cands = [Candidate(n, [by[x.split("=")[0]] for x in n.split("+")] if n not in ("baseline", "plan")
@@ -304,13 +304,13 @@ def test_the_first_recorded_h200_trials_under_todays_rules():
 
 
 def test_the_h200_trials_that_applied_the_slower_set_now_run_the_whole_plan_again_against_it(tmp_path):
-    # fix-safe on the H200 (lease 78286506) with the candidates built as now and --max-reps 4: batch=64 + workers=14
+    # fix-safe on the H200 (2026-12-03, later) with the candidates built as now and --max-reps 4: batch=64 + workers=14
     # was kept (856 images/s median), compile (+6.7%) and deterministic=False (-7.1%) stayed inside the noise, and
     # fix applied batch + workers - while the whole plan had run 1057 and 1002 (+20%, every pair won), and was never
     # run again: extra repeats left the plan out
     from yolodoctor.fixing.trials import run_trials
 
-    h, plan, rs = _recorded("h200-fix-safe-78286506.json")
+    h, plan, rs = _recorded("h200-fix-safe-2026-12-03d.json")
     cands = candidates(plan)
     assert [c.name for c in cands] == [v["candidate"] for v in h["trials"]["verdicts"]]
     assert h["kept"] == {"batch": 64, "workers": 14}  # what fix applied then
@@ -352,12 +352,12 @@ def test_the_h200_trials_that_applied_the_slower_set_now_run_the_whole_plan_agai
 
 
 def test_the_h200_unsafe_trials_judge_loss_parity_over_the_safe_trials_images_not_the_baselines_first_1920():
-    # fix-unsafe on the H200 (lease f32ae53c, --max-reps 2), replayed with each trial's loss curve read from its
+    # fix-unsafe on the H200 (2026-12-03, --max-reps 2), replayed with each trial's loss curve read from its
     # recorded step events. fix compared the loss over the baseline's 1920 images, 15 optimizer steps at batch 128,
     # where the fp16 GradScaler's skipped first steps decided it: batch 128 +19.5%, the whole plan (bf16) +2.4%, bf16
     # at batch 64 -11.5%. Against unchanged training (the baseline and the safe trials, which ran 12,352 images),
     # batch 128 is +34% and the plan +25% after 96 optimizer steps against 193, and bf16 +3.9% after as many
-    h, plan, rs = _recorded("h200-fix-unsafe-f32ae53c.json", "h200-fix-unsafe-f32ae53c-events")
+    h, plan, rs = _recorded("h200-fix-unsafe-2026-12-03e.json", "h200-fix-unsafe-2026-12-03e-events")
     cands = candidates(plan)
     # as recorded, and today the plan's safe part too (bf16 left out, batch 64 for 128), which did not run then
     safe = "batch=64+workers=14+compile=reduce-overhead+deterministic=False"
@@ -423,14 +423,14 @@ def test_a_change_whose_loss_clearly_moved_is_not_repeated():
 
 
 def test_the_h200_unsafe_trials_on_one_machine_keep_batch_and_workers_and_leave_the_safe_part_undecided():
-    # fix-unsafe on the H200 (lease eaa50845, 2026-12-04, --max-reps 2), the first real run of the safe part and the
+    # fix-unsafe on the H200 (2026-12-04, --max-reps 2), the first real run of the safe part and the
     # settled loss: 17 trials. batch 128, batch 128 + workers and the plan ran once (their loss 22-33% worse than
     # unchanged training's after 12,352 images); bf16 at batch 64 was rejected on its loss (+4.7%, band 2.4%); the
     # baseline's repeats 35% apart (203, 290) set a pooled deviation of 10.9%, so compile (+10.3%) and the safe part
     # (+10.5% over batch 64 + workers 14) stayed undecided - two repeats could not tell - and batch + workers applied
     from yolodoctor.fixing.trials import rounds
 
-    h, plan, rs = _recorded("h200-fix-unsafe-eaa50845.json", "h200-fix-unsafe-eaa50845-events")
+    h, plan, rs = _recorded("h200-fix-unsafe-2026-12-04b.json", "h200-fix-unsafe-2026-12-04b-events")
     cands = candidates(plan)
     part = "batch=64+workers=14+compile=reduce-overhead+deterministic=False"
     assert [c.name for c in cands] == [v["candidate"] for v in h["trials"]["verdicts"]] and cands[-1].name == part
@@ -472,14 +472,14 @@ def test_the_h200_unsafe_trials_on_one_machine_keep_batch_and_workers_and_leave_
 def test_the_repeats_that_would_decide_a_gain_at_the_machines_noise():
     from yolodoctor.fixing.trials import Noise
 
-    noisy = Noise(0.109, 7)  # lease eaa50845: t 2.365
+    noisy = Noise(0.109, 7)  # fix-unsafe on the H200, 2026-12-04: t 2.365
     assert noisy.repeats_to_decide(0.105) == 13 and noisy.repeats_to_decide(0.30) == 2
     assert noisy.repeats_to_decide(0.05) is None  # 53 repeats each: more than DECIDE_MAX
     assert Noise(0.05, 12).repeats_to_decide(0.10) == 3  # 2 x (2.179 x 0.05 / 0.10)^2 = 2.4
     assert noisy.repeats_to_decide(0.02) is None and Noise(None, 0).repeats_to_decide(0.5) is None
-    # the H200 fix-safe trials of lease 78286506: the plan +20.2% over the kept set, undecided at two repeats, was
+    # the H200 fix-safe trials with --max-reps 4 (2026-12-03): the plan +20.2% over the kept set, undecided at two repeats, was
     # decided by the next ones (test above); compile's +6.7% after four is not worth more
-    h, plan, rs = _recorded("h200-fix-safe-78286506.json")
+    h, plan, rs = _recorded("h200-fix-safe-2026-12-03d.json")
     v = {x.candidate: x for x in judge(rs, candidates(plan))[0]}
     assert v["plan"].to_decide == 3 and v["batch=64+workers=14+compile=reduce-overhead"].to_decide is None
     assert v["batch=64"].to_decide is None  # decided
@@ -551,13 +551,13 @@ def test_the_plans_safe_part_is_applied_whole_when_an_unsafe_change_fails_its_lo
 
 
 def test_the_h200_safe_trials_under_todays_rules_apply_the_whole_plan_measured_together():
-    # fix-safe on the H200 (lease 5d8a742d, 2026-12-04, the rules as of b6c2361): compile (+12.9%) and
+    # fix-safe on the H200 (2026-12-04, the trial rules of commit b6c2361): compile (+12.9%) and
     # deterministic=False (+0.3%) stayed inside the noise on top of batch 64 + workers 14, but the whole plan beat
     # that set by +29.8% - applied whole, with no extra repeats (12 trials); its applied run was 3.56x the defaults
     from yolodoctor.fixing.trials import _loss_curve
 
-    h, plan, _ = _recorded("h200-fix-safe-5d8a742d.json")
-    events = ROOT / "fixtures/trials/h200-fix-safe-5d8a742d-events"
+    h, plan, _ = _recorded("h200-fix-safe-2026-12-04a.json")
+    events = ROOT / "fixtures/trials/h200-fix-safe-2026-12-04a-events"
     rs = [TrialRun.from_dict({**r, "loss_curve": _loss_curve(events / r["run_dir"])}) for r in h["trials"]["runs"]]
     assert len(rs) == 12 and all(r.loss_curve for r in rs)
     cands = candidates(plan)
@@ -673,7 +673,7 @@ def test_more_repeats_run_only_for_candidates_held_back_by_noise(tmp_path):
 
 
 def test_extra_repeats_hold_the_undecided_candidate_and_its_own_reference(tmp_path):
-    # the issue-6 plan as the planner now builds it: compile on top of batch and workers, judged against them
+    # the H200 fix-safe plan as the planner now builds it: compile on top of batch and workers, judged against them
     from yolodoctor.fixing.trials import run_trials
 
     batch = Change("args", "batch", 16, 64, "LA201 t")

@@ -1,4 +1,4 @@
-"""On a CUDA GPU (run on the lent H200 with `pytest -m gpu`; deselected, not skipped, in the CPU suite)."""
+"""On a CUDA GPU (run on a GPU machine with `pytest -m gpu`; deselected, not skipped, in the CPU suite)."""
 
 import json
 import os
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gpu
 def dataset(tmp_path_factory):
     import torch
 
-    assert torch.cuda.is_available(), "the gpu tests need a CUDA GPU: run them on the lent H200"
+    assert torch.cuda.is_available(), "the gpu tests need a CUDA GPU: run them on a GPU machine"
     from yolodoctor.datasets.synth import make_dataset
 
     return Path(make_dataset(tmp_path_factory.mktemp("ds") / "ds", images=96, val_images=8, width=320, height=240

@@ -1,4 +1,4 @@
-"""Helpers shared by the reliability tests (issue 8: the doctor never harms the patient); conftest.py holds the
+"""Helpers shared by the reliability tests (the doctor never harms the patient); conftest.py holds the
 fixtures. The CLI in a subprocess (real exit codes) and in process (fast, for fuzzing, each case bounded in time),
 the one-line error contract, and snapshots of the user's files."""
 
@@ -73,7 +73,7 @@ def cli(argv: list[str], seconds: float = 20.0) -> tuple[int, str, str]:
 
 
 def one_line_error(err: str) -> bool:
-    """DESIGN.md section 3: one clear line on stderr, no traceback."""
+    """The error contract: one clear line on stderr, no traceback."""
     lines = [line for line in err.splitlines() if line.strip()]
     return "Traceback" not in err and len(lines) == 1 and lines[0].startswith("yolodoctor: error:") \
         and "internal error" not in lines[0]

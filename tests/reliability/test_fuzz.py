@@ -1,6 +1,6 @@
 """Bad input, property-based (hypothesis): malformed KEY=VALUE arguments, profiles, event streams, rule files,
 data.yaml and label files fed to the public commands. Each case ends in a result (exit 0/1 with JSON on stdout) or
-in one clear line on stderr with exit 2 (1 for what `check` exists to examine, DESIGN.md section 3); never a
+in one clear line on stderr with exit 2 (1 for what `check` exists to examine); never a
 traceback, never "internal error", never a hang (each case runs under a 20 s alarm, see reliability_support.bounded).
 
 The CLI runs in process (``yolodoctor.cli.main``) so that hundreds of cases take seconds; the last tests run a few
@@ -31,7 +31,7 @@ EVENTS = [json.loads(line) for line in gzip.open(FIXTURE / "events.jsonl.gz", "r
 EXAMPLES = int(os.environ.get("YOLODOCTOR_FUZZ_EXAMPLES", "40"))  # more for a long local search
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES == 40, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-TRIED: dict[str, int] = {}  # cases run per test, for the README's figures (printed by the last test)
+TRIED: dict[str, int] = {}  # cases run per test, for docs/reliability.md's figures (printed by the last test)
 
 
 def count(name: str) -> None:
@@ -324,8 +324,8 @@ def test_exit_codes_in_real_processes(argv, needle, tmp_path):
 
 
 def test_every_property_ran_its_cases(capsys):
-    """Each property that ran in this session tried at least half its examples (hypothesis gives up early when a
-    strategy can hardly produce data); prints the counts behind the README's Reliability figures."""
+    """Each property that ran in this pytest run tried at least half its examples (hypothesis gives up early when a
+    strategy can hardly produce data); prints the counts behind docs/reliability.md's figures."""
     with capsys.disabled():
         print(f"\nfuzz cases tried: {sum(TRIED.values())} {TRIED}")
     assert all(n >= EXAMPLES // 2 for n in TRIED.values()), TRIED

@@ -38,7 +38,7 @@ MEMORY_CEILING = 0.8
 LOADER_SIDE = {"workers", "cache", "val"}
 LOADER_REASON = "planner loader-capacity"  # the workers change the planner adds for a plan that outruns its loader
 PREFETCH_FACTOR = 4
-# What a plan may change; nothing else reaches a relaunched training (DESIGN.md section 3, issue 5).
+# What a plan may change; nothing else reaches a relaunched training.
 ALLOWED = {
     "args": {"amp", "workers", "cache", "batch", "compile", "deterministic", "channels_last", "val", "nbs"},
     "env": {"PYTORCH_CUDA_ALLOC_CONF"},
@@ -119,7 +119,7 @@ def _precision(amp: Any) -> str:
 
 
 def changes_training(c: Change, nbs: float | None) -> bool:
-    """Whether a change alters what is optimised (DESIGN.md section 3): the effective batch above nbs, nbs itself,
+    """Whether a change alters what is optimised: the effective batch above nbs, nbs itself,
     or the precision. Such a change is unsafe and is kept only after a loss-parity trial."""
     if c.kind != "args":
         return False
@@ -225,9 +225,9 @@ def _compile_without_determinism(p: Plan) -> None:
     would run. Under torch.use_deterministic_algorithms(True) (Ultralytics' deterministic=True) inductor neither splits
     reductions nor picks reduction kernels by benchmark (torch/_inductor/ir.py: supports_split;
     runtime/triton_heuristics.py: filtered reduction configs), so a compiled trial at deterministic=True measures a
-    handicapped compile. Measured on an H100 host (lease c90b1773, bench/results/h200-benchmark sweep, one bounded run
-    each): batch 64 with 16 workers ran 1332 images/s eager, 1124 compiled and 1144 with CUDA graphs at
-    deterministic=True, while batch 64, 14 workers, CUDA graphs and deterministic=False ran 1448."""
+    handicapped compile. Measured on an NVIDIA H100 with 16 cores (2026-12-05, one bounded run each): batch 64 with
+    16 workers ran 1332 images/s eager, 1124 compiled and 1144 with CUDA graphs at deterministic=True, while batch
+    64, 14 workers, CUDA graphs and deterministic=False ran 1448."""
     comp = next((c for c in p.changes if c.kind == "args" and c.key == "compile" and c.after), None)
     det = next((c for c in p.changes if c.kind == "args" and c.key == "deterministic" and c.after is False), None)
     if comp is None or det is None or "deterministic" in comp.requires:
@@ -239,10 +239,10 @@ def _compile_without_determinism(p: Plan) -> None:
 
 def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -> None:
     """The plan's changes can lift the GPU side above what the loader delivers: at batch 16 the H200 defaults are
-    host-bound with no data wait, and batch 64 then meets the 8 workers' ~550 images/s (the issue-5 smoke: 27% data
-    wait after applying). Where the throughput the plan projects (images per epoch / (epoch time - the largest
-    estimated saving)) exceeds 90% of the loader's measured capacity, plan enough workers for 1.1x the projection
-    at the measured rate per worker, at most the usable cores minus 2 (the training thread and the pin-memory thread
+    host-bound with no data wait, and batch 64 then meets the 8 workers' ~550 images/s (27% data wait after fix
+    --apply). Where the throughput the plan projects (images per epoch / (epoch time - the largest estimated saving))
+    exceeds 90% of the loader's measured capacity, plan enough workers for 1.1x the projection at the measured rate
+    per worker, at most the usable cores minus 2 (the training thread and the pin-memory thread
     keep a core: DL205), within /dev/shm. The change requires the one that creates the demand, so its trial runs on
     top of it (and fix --verify trials the plan's other changes on top of both: fixing/trials.candidates)."""
     if facts.get("run.device") != "cuda":

@@ -1,7 +1,7 @@
 """The host's own speed right now, in about half a second: a fixed single-thread Python loop (what a host-bound,
 launch-bound training thread does), a JPEG decode with OpenCV (what a loader worker does) and a 64 MiB memory copy.
 
-On a shared machine the host's speed moves: on the H200 VMs of BENCHMARKS.md (issue-6 notes) the loop took 14-18 ms
+On a shared machine the host's speed moves: on the NVIDIA H200 virtual machines of BENCHMARKS.md the loop took 14-18 ms
 or 23-30 ms with the machine idle, switching within a minute, and a launch-bound configuration's rate moved with it.
 `fix --verify` times the loop before each trial, so that a verdict on a small gain can be read against the machine's
 own drift; the benchmarks time it around each run.

@@ -5,7 +5,7 @@ planned run (epochs x batches) when the whole training is profiled. Measured on 
 overhead): after a CUDA trace window ends, a launch-bound training can stay about 30% slower for the rest of the
 process (CUPTI does not fully detach), so a window early in the run distorted every step after it. At the end it
 touches nothing that is measured. It is skipped under compile='reduce-overhead': a profiler started after CUDA-graph
-capture can fail (DESIGN.md section 4).
+capture can fail.
 
 Events are read through torch.profiler's own API (``prof.events()``); ``summarise`` works on plain records so that
 it can be tested without a GPU.
