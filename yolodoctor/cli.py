@@ -67,15 +67,16 @@ def cli(click_ctx: click.Context, debug: bool) -> None:
 @click.option("--warm", is_flag=True, help="Measure reads warm (skip dropping the sample from the page cache).")
 @click.option("--torch-flag", "torch_flags", multiple=True, metavar="NAME=VALUE",
               help="A torch.backends flag your script sets, e.g. cudnn.benchmark=true (repeatable).")
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(path_type=Path), help="Add a folder of rules.")
 @click.pass_obj
 def check(ctx: Ctx, train_args: tuple[str, ...], as_json: bool, fail_on: str, warm: bool,
-          torch_flags: tuple[str, ...]) -> None:
+          torch_flags: tuple[str, ...], rule_dirs: tuple[Path, ...]) -> None:
     """Examine environment, dataset, storage, memory and configuration before training."""
     no_command(ctx, "check")
     from yolodoctor.commands.check import parse_torch_flags, run
 
     sys.exit(run(list(train_args), as_json=as_json, fail_on=Severity.parse(fail_on), cold=not warm,
-                 torch_flags=parse_torch_flags(torch_flags)))
+                 torch_flags=parse_torch_flags(torch_flags), rule_dirs=list(rule_dirs)))
 
 
 @cli.command()

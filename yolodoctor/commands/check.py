@@ -32,16 +32,18 @@ def parse_torch_flags(words) -> dict[str, bool]:
 
 
 def run(words: list[str], *, as_json: bool, fail_on: Severity, cold: bool = True,
-        torch_flags: dict[str, bool] | None = None) -> int:
+        torch_flags: dict[str, bool] | None = None, rule_dirs: list | None = None) -> int:
     from yolodoctor import trainargs
     from yolodoctor.check.run import run_check
     from yolodoctor.cli import stderr_console, stdout_console
+    from yolodoctor.diagnosis.rules import load_rules
 
+    rules = load_rules(rule_dirs) if rule_dirs else None  # a bad rule file: exit 2 before anything runs
     user = trainargs.parse_kv(words)
     args = trainargs.effective(user)
     err = stderr_console()
     with err.status("checking...") as status:
-        rep = run_check(user, args, cold=cold, torch_flags=torch_flags, log=lambda m: status.update(m))
+        rep = run_check(user, args, cold=cold, torch_flags=torch_flags, log=lambda m: status.update(m), rules=rules)
     if as_json:
         report.dump_json(report.envelope("check", rep.findings, rep.facts, args=user))
     else:

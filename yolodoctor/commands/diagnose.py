@@ -44,9 +44,9 @@ def run_diagnose(run_dir, *, rule_dirs, as_json: bool, fail_on: Severity, explai
 def run_rules(rule_id: str | None, *, rule_dirs, as_json: bool, facts: bool = False) -> int:
     from yolodoctor.cli import stdout_console
     from yolodoctor.diagnosis.facts import CATALOGUE, ITEMS
-    from yolodoctor.diagnosis.rules import load_rules
+    from yolodoctor.diagnosis.rules import builtin_rules, load_rules
 
-    rules = [c.rule for c in load_rules(rule_dirs)]
+    rules = [c.rule for c in (load_rules(rule_dirs) if rule_dirs else builtin_rules())]
     if rule_id:
         rules = [r for r in rules if r.id == rule_id.upper() or r.name == rule_id]
         if not rules:

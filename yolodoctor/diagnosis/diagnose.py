@@ -9,7 +9,7 @@ from typing import Any
 from yolodoctor import profile as record
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.engine import Outcome, evaluate
-from yolodoctor.diagnosis.rules import load_rules
+from yolodoctor.diagnosis.rules import builtin_rules, load_rules
 from yolodoctor.errors import InputError
 from yolodoctor.findings import Finding
 
@@ -26,7 +26,7 @@ class Diagnosis:
 def diagnose(run_dir: str | Path, rule_dirs: list[str | Path] | None = None, rules=None) -> Diagnosis:
     run = Path(run_dir)
     prof = record.load(run)
-    rules = rules if rules is not None else load_rules(rule_dirs)
+    rules = rules if rules is not None else load_rules(rule_dirs) if rule_dirs else builtin_rules()
     try:
         facts = facts_mod.from_profile(prof, run)
         check_facts = prof.check_facts

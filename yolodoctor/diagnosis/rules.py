@@ -12,12 +12,15 @@ A rule file:
     severity: warning              # info | warning | error
     facts: [run.data_wait_share, gpu.util_mean]   # every fact the rule reads; all must be present, else silent
     optional: [cpu.quota]          # facts it may read that may be missing: they read as null
-    values:                        # named CEL expressions over the facts, computed in order before the condition;
-      busy: gpu.util_mean / 100.0  #   the condition, message, evidence, fix and cases may use them
+    values:                        # named CEL expressions over the facts, computed in order before the condition
+      busy: gpu.util_mean / 100.0  #   (null where one cannot be computed); the condition, message, evidence, fix
+                                   #   and cases may use them
     condition: run.data_wait_share < 0.1 && gpu.util_mean < 50.0      # CEL (Common Expression Language)
     message: "The GPU is busy {gpu.util_mean:.0f}% ..."   # {name}, {name:format} or {name!r}: a fact or a value
-    evidence: [run.data_wait_share]   # facts shown with the finding (default: all of `facts` and `optional`), or a
-                                      # mapping of evidence names to CEL expressions: {workers: settings.workers}
+    evidence: [run.data_wait_share]   # facts shown with the finding (default: all of `facts` and `optional`); or a
+                                      # mapping of names to CEL expressions ({workers: settings.workers}: a term that
+                                      # names a fact, item field or value shows it as recorded); or one expression
+                                      # whose value, a mapping, is the evidence (evidence: item.detail)
     fix:                              # optional, a Fix (findings.py); strings are CEL expressions
       args: {batch: "64"}
       safety: safe
@@ -35,9 +38,10 @@ Variants of one finding (`cases`). Where the rule's condition holds, its cases a
 `when` holds (and whose own extra `facts` are present) replaces any of severity, message, evidence and fix it sets
 (`fix: null` drops the fix):
 
+    severity: error
     cases:
-      - when: dataset.missing_share > 0.1
-        severity: error
+      - when: item.missing_share_max <= 0.1      # DS101: images without labels, at most 10% of every split
+        severity: warning
 
 Other forms of one finding (`forms`). A form reads other facts than the rule, for the same finding seen by another
 command: DL102 reads the run's record in the rule and check's prediction before training in a form. A form has its
@@ -58,11 +62,16 @@ themselves as examples, so a rule says one thing about all files with that defec
     evidence: {files: item.files, examples: item.examples}
 
 Conditions are CEL, evaluated by the `common-expression-language` library: no statements, no imports, no I/O, no
-attribute access beyond the facts, no loops (comprehension macros are refused). At load time every condition,
-value, evidence and fix expression is compiled, its functions are checked against an allow-list, and it is
-evaluated once on placeholder facts, so that a rule that names an undeclared fact, calls anything else, or does not
-give a boolean is rejected (exit 2) before any rule runs. Besides CEL's own functions a rule may call min, max,
-abs, ceil, floor, round(x, digits) and plural(n, noun) ("1 file", "3 files").
+attribute access beyond the facts, no loops (comprehension macros are refused). At load time every expression is
+compiled and its functions are checked against an allow-list, and every condition, case, evidence and fix
+expression is evaluated once on placeholder facts, so that a rule that names an undeclared fact or item field,
+calls anything else, or does not give a boolean is rejected (exit 2) before any rule runs. Besides CEL's own
+functions a rule may call min, max, abs, ceil, floor, round(x, digits) and plural(n, noun) ("1 file", "3 files").
+
+`diagnose`, `profile` and the monitor evaluate the rules over a training's facts, `check` over its probes' facts
+(`diagnose` and `check` take --rules DIR, a folder of your own rules, which may not reuse a built-in id). A rule
+reads only the facts it declares, and the other command's facts are missing there, so it stays silent where it does
+not apply.
 """
 
 from __future__ import annotations
@@ -378,8 +387,12 @@ def _dry_context(scope: _Scope, rule: Rule, values: list[tuple[str, Any]]):
     items = {k[len(ITEM) + 1:]: v for k, v in flat.items() if k.startswith(ITEM + ".")}
     if items:
         ctx.update({ITEM: items})
-    for name, prog in values:
-        ctx.update({name: _dry(prog, ctx, rule, f"value {name}", want_bool=False)})
+    for name, prog in values:  # a value that cannot be computed is null, here as when the rule runs
+        try:
+            v = _run(prog, ctx)
+        except Exception:
+            v = None
+        ctx.update({name: v})
     return ctx
 
 
