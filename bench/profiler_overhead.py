@@ -79,7 +79,9 @@ def duty_effect(run: Path, first: int = FIRST, tail: int = 10) -> dict:
 def profiled(args, out: Path, words: list[str], config: str = "full") -> tuple[float, float, dict | None]:
     run = out / f"prof-{config}-{time.monotonic_ns()}"
     t = time.monotonic()
-    env = {**os.environ, **({"YOLODOCTOR_SAMPLER_DUTY": DUTY} if config == "duty" else {})}
+    seam = {"BENCH_SAMPLER_DUTY": DUTY, "PYTHONPATH": os.pathsep.join(  # bench/seams/sitecustomize.py
+        [str(Path(__file__).resolve().parent / "seams"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {**os.environ, **(seam if config == "duty" else {})}
     subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={args.data}", *words, "--steps",
                     str(args.steps), "--loader-seconds", "0", *FLAGS[config], "--out", str(run)], check=True,
                    stdout=subprocess.DEVNULL, env=env)

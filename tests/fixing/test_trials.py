@@ -95,7 +95,9 @@ def profiled(tmp_path_factory):
 
 
 def fix(run, *args, fault=None):
-    env = {**os.environ, "YOLO_OFFLINE": "1", **({"YOLODOCTOR_FAULT": fault} if fault else {})}
+    seam = {"YD_TEST_FAULT": fault, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1] / "seams"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {**os.environ, "YOLO_OFFLINE": "1", **(seam if fault else {})}
     p = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", str(run), "--json", *args], capture_output=True,
                        text=True, env=env, timeout=600)
     return p.returncode, json.loads(p.stdout) if p.stdout.strip() else None, p.stderr

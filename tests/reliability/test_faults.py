@@ -30,7 +30,7 @@ from yolodoctor.profiling.events import read_events
 
 pytestmark = pytest.mark.slow
 
-FAULTS = {  # YOLODOCTOR_FAULT -> reason prefix, finding the profile command prints, the child's exit code
+FAULTS = {  # YD_TEST_FAULT (tests/seams/sitecustomize.py) -> reason prefix, finding the profile command prints, the child's exit code
     "oom@3": ("out-of-memory", "MM201", 1),  # a CUDA-style OOM raised inside the training loop
     "crash@3": ("crashed", "ST102", 1),  # a generic exception inside the training loop
     "nan@3": ("nan", "ST101", 0),  # the loss turns NaN; training goes on to its bound
@@ -38,6 +38,7 @@ FAULTS = {  # YOLODOCTOR_FAULT -> reason prefix, finding the profile command pri
 
 
 NVML_PATH = os.pathsep.join([str(HERE / "fake_nvml"), str(ROOT / "tests")])
+SEAM_PATH = str(ROOT / "tests" / "seams")
 
 
 def _can_unshare() -> bool:
@@ -63,7 +64,7 @@ def batch(dataset, tmp_path_factory):
     for fault in FAULTS:
         out = work / fault.replace("@", "-")
         procs[fault] = (out, yd_popen("profile", *base, "epochs=1", f"name={out.name}", "--steps", "6", "--out", out,
-                                      "--json", cwd=work, extra_env={"YOLODOCTOR_FAULT": fault}))
+                                      "--json", cwd=work, extra_env={"YD_TEST_FAULT": fault, "PYTHONPATH": SEAM_PATH}))
     procs["nvml"] = (work / "nvml", yd_popen("profile", *base, "epochs=1", "name=nvml", "--steps", "4", "--out",
                                              work / "nvml", "--json", cwd=work,
                                              extra_env={"PYTHONPATH": NVML_PATH, "YD_FAKE_NVML": "raising"}))
@@ -226,7 +227,7 @@ def test_disk_fills_during_the_profile(batch, dataset, profiled):
     prof = record.load(keep / "run")
     assert prof.status == "incomplete" and prof.reason.startswith("disk full"), prof.reason
     assert prof.finished and prof.summary["steps"] >= 1
-    assert (batch["work"] / "ul" / "full" / "weights" / "last.pt").exists()  # the training itself finished
+    assert (batch["work"] / "ul" / "full" / "results.csv").exists()  # the training itself reached its epoch's end
     assert not (keep / "run" / ".yolodoctor-reserve").exists()
     assert snapshot(dataset.parent) == profiled.dataset_before
 

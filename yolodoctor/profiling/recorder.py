@@ -86,7 +86,6 @@ class Recorder:
         self._roles: dict[int, str] = {}
         self.tid = threading.get_native_id()
         self.last_mosaic: bool | None = None
-        self.fault: tuple[str, int] | None = None  # test-only fault injection (session.parse_fault)
         self.trainer: Callable[[], Any] = lambda: None  # the current trainer (a weak reference), once training began
 
     # ---------------------------------------------------------------- wiring
@@ -182,13 +181,6 @@ class Recorder:
         if self.trace is not None and self.trace.prof is not None:
             rec["traced"] = True
         loss = getattr(trainer, "loss", None)
-        if self.fault and self.steps >= self.fault[1]:
-            kind = self.fault[0]
-            if kind == "oom":
-                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (injected by YOLODOCTOR_FAULT)")
-            if kind == "crash":
-                raise RuntimeError("injected crash (YOLODOCTOR_FAULT)")
-            loss = float("nan")
         if self._cuda:
             cuda = self._torch.cuda
             rec.update(allocator_counters(cuda))

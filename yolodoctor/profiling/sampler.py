@@ -715,7 +715,7 @@ class Sampler:
         """Write start, samples every 1/hz s on a fixed grid (no drift: a late tick is skipped, not shifted), and an
         end record. ``stop()`` returns a reason to stop, or None; ``wait(seconds)`` sleeps (and may return early).
 
-        ``duty=(on_s, off_s)`` (a benchmark's knob, see bench/profiler_overhead.py) samples for on_s seconds, then
+        ``duty=(on_s, off_s)`` (the sampler's ``--duty``) samples for on_s seconds, then
         reads nothing for off_s, and so on, writing ``sampler_pause``/``sampler_resume`` at each switch: the steps of
         one training run then fall in sampled and unsampled blocks, so the sampler's cost is measured within a run."""
         wait = wait or time.sleep
@@ -894,12 +894,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--roles", default=None, help='JSON file {"<pid>": "train_worker"|"val_worker"|...}')
     p.add_argument("--tid", type=int, default=None, help="native id of the training thread")
     p.add_argument("--no-gpu", action="store_true", help="do not query NVML (GPU telemetry off)")
-    p.add_argument("--duty", default=os.environ.get(DUTY_ENV), metavar="ON,OFF",
-                   help=f"sample ON seconds, pause OFF seconds, repeat (benchmarks; default from ${DUTY_ENV})")
+    p.add_argument("--duty", default=None, metavar="ON,OFF", help="sample ON seconds, pause OFF seconds, repeat")
     return p
-
-
-DUTY_ENV = "YOLODOCTOR_SAMPLER_DUTY"
 
 
 def parse_duty(text: str | None) -> tuple[float, float] | None:

@@ -54,9 +54,6 @@ class Session:
                                  rank=self.rank, on_settings=self._on_settings, on_workers=self._write_roles,
                                  trace=self.trace, on_end=self._on_train_end)
         self.ended = False
-        self.fault = parse_fault(os.environ.get("YOLODOCTOR_FAULT"), self.spec.get("args") or {})
-        if self.fault:
-            self.recorder.fault = self.fault
 
     # ------------------------------------------------------------------ hooks from the recorder
     def _write_roles(self, roles: dict[int, str]) -> None:
@@ -179,19 +176,3 @@ def classify_error(e: BaseException) -> tuple[str, int]:
     if "out of memory" in text.lower() or type(e).__name__ == "OutOfMemoryError":
         return "out-of-memory: " + text[:300], 1
     return "crashed: " + text[:300], 1
-
-
-def parse_fault(text: str | None, args: dict[str, Any]) -> tuple[str, int] | None:
-    """Fault injection for tests: YOLODOCTOR_FAULT="oom@3", "nan@2:batch=64", "crash@1". The optional condition
-    limits it to runs whose train argument has that value (one candidate of a trial)."""
-    if not text:
-        return None
-    head, _, cond = text.partition(":")
-    kind, _, step = head.partition("@")
-    if cond:
-        key, _, value = cond.partition("=")
-        if str(args.get(key)) != value:
-            return None
-    if kind not in ("oom", "nan", "crash") or not step.isdigit():
-        return None
-    return kind, int(step)
