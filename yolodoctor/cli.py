@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from yolodoctor import __version__
+from yolodoctor.console import stderr_console, stdout_console
 from yolodoctor.errors import UsageError, YoloDoctorError
 from yolodoctor.findings import Severity
 
@@ -31,18 +32,6 @@ class Ctx:
     def __init__(self, debug: bool, command: list[str]) -> None:
         self.debug = debug
         self.command = command  # words after `--`
-
-
-def stderr_console():
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False)
-
-
-def stdout_console():
-    from rich.console import Console
-
-    return Console(highlight=False)
 
 
 def no_command(ctx: Ctx, name: str) -> None:

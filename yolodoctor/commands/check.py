@@ -35,7 +35,7 @@ def run(words: list[str], *, as_json: bool, fail_on: Severity, cold: bool = True
         torch_flags: dict[str, bool] | None = None, rule_dirs: list | None = None) -> int:
     from yolodoctor import trainargs
     from yolodoctor.check.run import run_check
-    from yolodoctor.cli import stderr_console, stdout_console
+    from yolodoctor.console import stderr_console, stdout_console
     from yolodoctor.diagnosis.rules import load_rules
 
     rules = load_rules(rule_dirs) if rule_dirs else None  # a bad rule file: exit 2 before anything runs

@@ -187,7 +187,7 @@ def render(console, cmp: Comparison) -> None:
 
 
 def run_compare(run_a, run_b, *, as_json: bool, html: Path | None = None) -> int:
-    from yolodoctor.cli import stderr_console, stdout_console
+    from yolodoctor.console import stderr_console, stdout_console
 
     if html is not None:
         from yolodoctor.compare_html import check_writable

@@ -27,7 +27,7 @@ def ensure_dataset(work_dir: Path, log) -> Path:
 def run(work_dir: Path, *, as_json: bool) -> int:
     from yolodoctor import trainargs
     from yolodoctor.check.run import run_check
-    from yolodoctor.cli import stderr_console, stdout_console
+    from yolodoctor.console import stderr_console, stdout_console
 
     err = stderr_console()
     yaml_path = ensure_dataset(work_dir, lambda m: err.print(f"[dim]{m}[/]"))

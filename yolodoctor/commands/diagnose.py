@@ -16,7 +16,7 @@ FACT_KEYS = [
 
 
 def run_diagnose(run_dir, *, rule_dirs, as_json: bool, fail_on: Severity, explain: bool = False) -> int:
-    from yolodoctor.cli import stdout_console
+    from yolodoctor.console import stdout_console
     from yolodoctor.commands.profile import ending_findings
     from yolodoctor.diagnosis.diagnose import diagnose
 
@@ -42,7 +42,7 @@ def run_diagnose(run_dir, *, rule_dirs, as_json: bool, fail_on: Severity, explai
 
 
 def run_rules(rule_id: str | None, *, rule_dirs, as_json: bool, facts: bool = False) -> int:
-    from yolodoctor.cli import stdout_console
+    from yolodoctor.console import stdout_console
     from yolodoctor.diagnosis.facts import CATALOGUE, ITEMS
     from yolodoctor.diagnosis.rules import builtin_rules, load_rules
 

@@ -40,7 +40,7 @@ def user_candidates(words: list[str], settings: dict[str, Any]):
 def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=None, verify: bool = False,
         apply: bool = False, tries: list[str] | None = None, reps: int = 2, max_reps: int | None = None,
         yes: bool = False, budget: float | None = None) -> int:
-    from yolodoctor.cli import stderr_console, stdout_console
+    from yolodoctor.console import stderr_console, stdout_console
     from yolodoctor.diagnosis.diagnose import diagnose
     from yolodoctor.fixing.planner import cuda_graphs_refusal, plan as make_plan
     from yolodoctor.profile import host_id

@@ -38,7 +38,7 @@ def run(out_dir: Path, *, images: int, val_images: int | None, seed: int, task: 
         classes: int, workers: int | None, force: bool, as_json: bool) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    from yolodoctor.cli import stderr_console, stdout_console
+    from yolodoctor.console import stderr_console, stdout_console
 
     width, height = parse_size(size)
     refused, err = None, stderr_console()

@@ -39,7 +39,7 @@ def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Sev
         loader_seconds: float = 8.0, command: list[str] | None = None, hz: float = 5.0,
         gpu_telemetry: bool = True) -> int:
     from yolodoctor import trainargs
-    from yolodoctor.cli import stderr_console, stdout_console
+    from yolodoctor.console import stderr_console, stdout_console
     from yolodoctor.profiling.runner import exit_code_for, run_profile
 
     user = trainargs.parse_kv(words) if not command else {}
