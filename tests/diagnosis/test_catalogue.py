@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from yolodoctor.cli import main
-from yolodoctor.commands.profile import ending_findings
+from yolodoctor.diagnosis.diagnose import ending_findings
 from yolodoctor.profile import Profile
 
 ROOT = Path(__file__).resolve().parents[2]

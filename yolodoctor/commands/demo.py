@@ -35,7 +35,7 @@ def run(work_dir: Path, *, as_json: bool) -> int:
     args = trainargs.effective(user)
     with err.status("checking..."):
         rep = run_check(user, args)
-    from yolodoctor.commands.profile import SUMMARY as PROFILE_SUMMARY, ending_findings, flat
+    from yolodoctor.commands.profile import SUMMARY as PROFILE_SUMMARY, flat
     from yolodoctor.profiling.runner import run_profile
 
     err.print("[dim]profiling a short training (Ultralytics' log follows on stderr)...[/]")
@@ -44,7 +44,7 @@ def run(work_dir: Path, *, as_json: bool) -> int:
     from yolodoctor.diagnosis.diagnose import diagnose
 
     diag = diagnose(run_dir)
-    findings = rep.findings + ending_findings(prof) + diag.findings
+    findings = rep.findings + diag.reported
     if as_json:
         report.dump_json(report.envelope("demo", findings, {**rep.facts, **diag.facts}, run_dir=str(run_dir),
                                          args=user))
@@ -57,6 +57,6 @@ def run(work_dir: Path, *, as_json: bool) -> int:
         report.render_findings(out, rep.findings, "Check findings")
         out.rule(f"[bold]yolodoctor demo: profile ({run_dir})")
         report.render_facts(out, flat(prof), PROFILE_SUMMARY)
-        report.render_findings(out, ending_findings(prof) + diag.findings, "Diagnosis (most time saved first)",
+        report.render_findings(out, diag.reported, "Diagnosis (most time saved first)",
                                group=False)
     return exit_code(findings, Severity.error)

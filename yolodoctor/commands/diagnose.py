@@ -17,11 +17,10 @@ FACT_KEYS = [
 
 def run_diagnose(run_dir, *, rule_dirs, as_json: bool, fail_on: Severity, explain: bool = False) -> int:
     from yolodoctor.console import stdout_console
-    from yolodoctor.commands.profile import ending_findings
     from yolodoctor.diagnosis.diagnose import diagnose
 
     d = diagnose(run_dir, rule_dirs)
-    findings = ending_findings(d.profile) + d.findings  # how the run ended, as profile said it (a crash, an OOM)
+    findings = d.reported  # how the run ended, as profile said it (a crash, an OOM), then the diagnosis
     if as_json:
         report.dump_json(report.envelope("diagnose", findings, d.facts, run_dir=str(d.run_dir),
                                          status=d.profile.status, reason=d.profile.reason,

@@ -16,16 +16,6 @@ SUMMARY = [
 ]
 
 
-def ending_findings(p: Profile, rules=None) -> list[Finding]:
-    """How the training ended, as findings: the rules over the end.* facts (MM201, ST101, ST102), reported before the
-    rule engine's performance diagnosis."""
-    from yolodoctor.diagnosis.engine import evaluate
-    from yolodoctor.diagnosis.facts import ending
-    from yolodoctor.diagnosis.rules import builtin_rules
-
-    return evaluate(rules if rules is not None else builtin_rules(), ending(p))[0]
-
-
 def flat(p: Profile) -> dict:
     d = {"status": p.status, "reason": p.reason}
     d.update({f"summary.{k}": v for k, v in p.summary.items()})
@@ -56,7 +46,7 @@ def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Sev
     from yolodoctor.diagnosis.diagnose import diagnose
 
     diag = diagnose(run_dir)
-    findings = ending_findings(prof) + diag.findings
+    findings = diag.reported
     if as_json:
         report.dump_json(report.envelope("profile", findings, diag.facts, run_dir=str(run_dir),
                                          profile=prof.model_dump(by_alias=True, mode="json")))

@@ -1,4 +1,5 @@
-"""Diagnose a run directory: its facts, the rules, the findings (shared by `diagnose` and `profile`)."""
+"""Diagnose a run directory: its facts, the rules, the findings (shared by `diagnose`, `profile`, `demo` and the
+monitor)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ class Diagnosis:
     facts: dict[str, Any]
     findings: list[Finding]
     outcomes: list[Outcome]
+    ending: list[Finding]  # how the training ended (the rules over the end.* facts: MM201, ST101, ST102)
+
+    @property
+    def reported(self) -> list[Finding]:
+        """What a command reports: how the training ended first, then the performance diagnosis."""
+        return self.ending + self.findings
 
 
 def diagnose(run_dir: str | Path, rule_dirs: list[str | Path] | None = None, rules=None) -> Diagnosis:
@@ -36,4 +43,9 @@ def diagnose(run_dir: str | Path, rule_dirs: list[str | Path] | None = None, rul
         # the facts code reads well-formed records; what it trips on came from a damaged or foreign run directory
         raise InputError(f"cannot read {run}: its records are malformed ({type(e).__name__}: {e})"[:400]) from None
     findings, outcomes = evaluate(rules, facts)
-    return Diagnosis(run, prof, facts, findings, outcomes)
+    return Diagnosis(run, prof, facts, findings, outcomes, ending_findings(prof, rules))
+
+
+def ending_findings(prof: record.Profile, rules=None) -> list[Finding]:
+    """How the training ended, as findings: the rules over the end.* facts (MM201, ST101, ST102)."""
+    return evaluate(rules if rules is not None else builtin_rules(), facts_mod.ending(prof))[0]

@@ -125,7 +125,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "check.decode_ms": ("double", "check: median decode+resize ms per image on one core"),
     "check.image_formats_png_share": ("double", "check: share of PNG images"),
     "check.cache_ram_fits": ("bool", "check: cache='ram' fits in available RAM (Ultralytics' estimate)"),
-    # how the training ended (profile and diagnose report these first; commands/profile.py ending_findings)
+    # how the training ended (reported first: diagnosis/diagnose.py Diagnosis.ending)
     "end.status": ("string", "the profile's status: complete, incomplete or running"),
     "end.reason": ("string", "why the training stopped: out-of-memory ..., nan ..., crashed ..., bounded ..."),
     "end.exit_code": ("double", "the training process's exit code"),

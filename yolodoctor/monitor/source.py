@@ -19,7 +19,6 @@ from typing import Any
 
 # imported here, not on the worker thread that polls (no module is first imported off the main thread)
 from yolodoctor import profile as record
-from yolodoctor.commands.profile import ending_findings
 from yolodoctor.diagnosis.diagnose import diagnose
 from yolodoctor.errors import InputError
 from yolodoctor.rundir import open_regular
@@ -94,7 +93,7 @@ def final_diagnosis(run_dir: Path, rules) -> tuple[Ending, list | None] | None:
         return None
     try:
         return (Ending(prof.status, prof.reason, prof.exit_code),
-                ending_findings(prof) + diagnose(run_dir, rules=rules).findings)
+                diagnose(run_dir, rules=rules).reported)
     except Exception as e:  # a damaged record: keep the live findings, still say how it ended
         note = f"no final diagnosis ({type(e).__name__}: {e})"
         return Ending(prof.status, prof.reason, prof.exit_code, note=note), None
