@@ -6,6 +6,7 @@ dataclasses serialised to the JSON contract; nothing here imports torch or ultra
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -107,3 +108,12 @@ def exit_code(findings: list[Finding], fail_on: Severity) -> int:
     """0 when nothing is at or above ``fail_on``, else 1."""
     w = worst(findings)
     return 1 if w is not None and w >= fail_on else 0
+
+
+def ranked(findings: Iterable[Finding]) -> list[Finding]:
+    """Worst first; within a severity, the most time saved first, then by category and id."""
+    def key(f: Finding):
+        saved = f.fix.seconds_saved_per_epoch if f.fix and f.fix.seconds_saved_per_epoch else 0.0
+        return (-int(f.severity), -saved, CATEGORIES.index(f.category), f.id)
+
+    return sorted(findings, key=key)

@@ -25,7 +25,7 @@ def assert_one_line_error(err):
 
 
 def test_import_is_light():
-    code = "import sys, yolodoctor, yolodoctor.cli, yolodoctor.findings, yolodoctor.report; " \
+    code = "import sys, yolodoctor, yolodoctor.cli, yolodoctor.findings, yolodoctor.presentation.report; " \
            "print(sorted(m for m in ('torch', 'ultralytics', 'cv2', 'textual') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

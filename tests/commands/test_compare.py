@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from yolodoctor.commands.compare import compare, to_json
-from yolodoctor.compare_html import MARKER, check_writable, write_html
+from yolodoctor.presentation.comparison import compare, to_json
+from yolodoctor.presentation.html import MARKER, check_writable, write_html
 from yolodoctor.errors import InputError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,7 +190,7 @@ def _with_probe(src, dst, before, after):
 def test_a_host_that_moved_between_the_runs_is_noted_not_refused(tmp_path, capsys):
     from rich.console import Console
 
-    from yolodoctor.commands.compare import render
+    from yolodoctor.presentation.comparison import render
 
     a = _with_probe(A, tmp_path / "a", 15.0, 17.0)  # mean 16 ms
     b = _with_probe(B, tmp_path / "b", 27.0, 29.0)  # mean 28 ms: the machine got 1.75x slower

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from yolodoctor import report
+from yolodoctor.presentation import report
 from yolodoctor.findings import Severity, exit_code
 
 DEMO_DATASET = {"images": 64, "val_images": 16, "seed": 0, "task": "detect", "image_format": "jpg",

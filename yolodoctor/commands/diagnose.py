@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from yolodoctor import report
+from yolodoctor.presentation import report
 from yolodoctor.errors import UsageError
 from yolodoctor.findings import Severity, exit_code
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from yolodoctor import report
+from yolodoctor.presentation import report
 from yolodoctor.errors import InputError, UsageError
 from yolodoctor.rundir import DEFAULT_BASE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from yolodoctor import report
+from yolodoctor.presentation import report
 from yolodoctor.errors import UsageError
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from yolodoctor import report
+from yolodoctor.presentation import report
 from yolodoctor.findings import Finding, Severity, exit_code
 from yolodoctor.profile import Profile
 

@@ -17,7 +17,7 @@ from yolodoctor.diagnosis import template
 from yolodoctor.diagnosis.facts import CATALOGUE, ITEMS
 from yolodoctor.diagnosis.rules import ITEM, Compiled, CompiledEvidence, CompiledForm, FixSpec, Rule, context
 from yolodoctor.findings import Finding, Fix, Severity
-from yolodoctor.report import ranked
+from yolodoctor.findings import ranked
 
 PREFIX = ITEM + "."
 

@@ -19,7 +19,7 @@ from yolodoctor.diagnosis.engine import LiveEngine
 from yolodoctor.findings import Finding
 from yolodoctor.profile import Profile
 from yolodoctor.profiling.summary import summarise_train
-from yolodoctor.report import ranked
+from yolodoctor.findings import ranked
 
 HISTORY = 60  # points per graph: one per refresh that brought data
 SERIES = ("gpu_util", "gpu_mem", "gpu_power", "cpu_total", "proc_cpu", "workers_cpu", "disk_read", "disk_write",

@@ -13,8 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from yolodoctor import __version__
-from yolodoctor.commands.compare import METRICS, Comparison, change, fmt, run_name
 from yolodoctor.errors import UsageError
+from yolodoctor.presentation.comparison import (
+    METRICS,
+    Comparison,
+    change,
+    fmt,
+    run_name,
+)
 from yolodoctor.profiling.events import read_events
 
 MARKER = "<!-- written by yolodoctor compare: this file may be overwritten by it -->"

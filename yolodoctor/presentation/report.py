@@ -6,21 +6,12 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from yolodoctor import SCHEMA
-from yolodoctor.findings import CATEGORIES, Finding, Severity
+from yolodoctor.findings import CATEGORIES, Finding, Severity, ranked
 
 SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
-
-
-def ranked(findings: Iterable[Finding]) -> list[Finding]:
-    """Worst first; within a severity, the most time saved first, then by category and id."""
-    def key(f: Finding):
-        saved = f.fix.seconds_saved_per_epoch if f.fix and f.fix.seconds_saved_per_epoch else 0.0
-        return (-int(f.severity), -saved, CATEGORIES.index(f.category), f.id)
-
-    return sorted(findings, key=key)
 
 
 def _jsonable(v: Any) -> Any:

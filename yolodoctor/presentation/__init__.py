@@ -1,0 +1,1 @@
+"""What a person reads: the console report, the comparison of two runs and its HTML page."""
