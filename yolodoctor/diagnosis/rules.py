@@ -177,10 +177,6 @@ class Form(BaseModel):
     fix: FixSpec | None = None
     cases: list[Case] = Field(default_factory=list)
 
-    @property
-    def shown(self) -> list[str]:
-        return self.evidence if isinstance(self.evidence, list) else self.facts + self.optional
-
 
 class Rule(Form):
     id: str
