@@ -1,6 +1,6 @@
 import pytest
 
-from yolodoctor.check.device import parse_device
+from yolodoctor.devices import parse_device
 
 
 @pytest.mark.parametrize("value,cuda,kind,indices", [

@@ -3,9 +3,7 @@
 Importing this package is cheap: torch and ultralytics are imported only by the commands that need them.
 """
 
-__version__ = "0.1.0"
-SCHEMA = 1
-
+from yolodoctor.version import SCHEMA, __version__
 
 
 def attach(model, **kwargs):

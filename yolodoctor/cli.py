@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from yolodoctor import __version__
-from yolodoctor.console import stderr_console, stdout_console
+from yolodoctor.console import stdout_console
 from yolodoctor.errors import UsageError, YoloDoctorError
 from yolodoctor.findings import Severity
+from yolodoctor.version import __version__
 
 FAIL_ON = click.Choice(["info", "warning", "error"])
 

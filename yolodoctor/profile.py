@@ -33,9 +33,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from yolodoctor import SCHEMA, __version__
 from yolodoctor.errors import InputError
 from yolodoctor.rundir import not_a_run_dir, open_regular, write_json_atomic
+from yolodoctor.version import SCHEMA, __version__
 
 PROFILE = "profile.json"
 EVENTS = "events.jsonl"

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from yolodoctor.api.nvml import GpuInfo, Nvml, normalise_uuid, visible_gpus
-from yolodoctor.check.device import DeviceRequest, parse_device
 from yolodoctor.check.probe import ProbeResult
+from yolodoctor.devices import DeviceRequest, parse_device
 
 
 def env_flag(name: str, environ: dict[str, str] | None = None) -> bool:

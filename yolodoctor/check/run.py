@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from yolodoctor.check.config import probe_config
-from yolodoctor.check.environment import env_flag, missing_devices, probe_environment, weights_facts
+from yolodoctor.check.environment import (
+    env_flag,
+    missing_devices,
+    probe_environment,
+    weights_facts,
+)
 from yolodoctor.check.probe import ProbeResult
 from yolodoctor.check.resources import probe_resources
 from yolodoctor.check.storage import probe_storage
@@ -81,7 +86,7 @@ def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     the configuration. Returns the facts; a data.yaml that cannot load is an InputError (exit 2)."""
     from yolodoctor.api.nvml import visible_now
     from yolodoctor.check.dataset import check_dataset
-    from yolodoctor.check.device import parse_device
+    from yolodoctor.devices import parse_device
     from yolodoctor.errors import InputError, UsageError
 
     acc = ProbeResult()

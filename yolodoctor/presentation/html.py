@@ -12,7 +12,6 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from yolodoctor import __version__
 from yolodoctor.errors import UsageError
 from yolodoctor.presentation.comparison import (
     METRICS,
@@ -22,6 +21,7 @@ from yolodoctor.presentation.comparison import (
     run_name,
 )
 from yolodoctor.profiling.events import read_events
+from yolodoctor.version import __version__
 
 MARKER = "<!-- written by yolodoctor compare: this file may be overwritten by it -->"
 COLORS = ("#4c72b0", "#dd8452")  # A, B

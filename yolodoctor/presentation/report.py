@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from yolodoctor import SCHEMA
 from yolodoctor.findings import CATEGORIES, Finding, Severity, ranked
+from yolodoctor.version import SCHEMA
 
 SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
 

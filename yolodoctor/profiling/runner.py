@@ -20,7 +20,14 @@ from yolodoctor.profile import EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
 from yolodoctor.profiling import hostprobe
 from yolodoctor.profiling.events import read_events
 from yolodoctor.profiling.summary import summarise
-from yolodoctor.rundir import exclusive_dir, low_disk, new_run_dir, release_space, reserve_space, write_json_atomic
+from yolodoctor.rundir import (
+    exclusive_dir,
+    low_disk,
+    new_run_dir,
+    release_space,
+    reserve_space,
+    write_json_atomic,
+)
 
 
 def make_run_dir(out: str | Path | None, name: str = "profile") -> Path:
@@ -43,7 +50,7 @@ def make_run_dir(out: str | Path | None, name: str = "profile") -> Path:
 def gpu_uuid_for(args: dict[str, Any]) -> str | None:
     """The NVML UUID of the GPU the run will use (torch's first requested ordinal under CUDA_VISIBLE_DEVICES)."""
     from yolodoctor.api.nvml import visible_now
-    from yolodoctor.check.device import parse_device
+    from yolodoctor.devices import parse_device
 
     gpus = visible_now()
     dev = parse_device(args.get("device"), bool(gpus))
