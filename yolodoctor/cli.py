@@ -97,7 +97,7 @@ def profile(ctx: Ctx, train_args: tuple[str, ...], steps: int | None, whole: boo
     if live:
         if as_json:
             raise UsageError("--monitor and --json exclude each other")
-        from yolodoctor.monitor.command import run as run_monitor
+        from yolodoctor.commands.monitor import run as run_monitor
 
         options = (["--all"] if whole else ["--steps", str(steps)] if steps else []) + (
             ["--no-trace"] if no_trace else []) + (["--no-gpu-telemetry"] if no_gpu_telemetry else []) + [
@@ -166,7 +166,7 @@ def compare(ctx: Ctx, run_a: Path, run_b: Path, as_json: bool, html: Path | None
 def monitor(ctx: Ctx, target: tuple[str, ...], refresh: float, steps: int | None, out: Path | None) -> None:
     """Live TUI: GPU, CPU, disk, training and findings of a run directory, of a training it launches (KEY=VALUE or
     `-- COMMAND`), or of the machine alone."""
-    from yolodoctor.monitor.command import run as run_monitor
+    from yolodoctor.commands.monitor import run as run_monitor
 
     sys.exit(run_monitor(list(target), ctx.command, refresh=refresh, steps=steps, out=out))
 

@@ -39,7 +39,7 @@ def test_an_unknown_train_argument_is_refused_before_anything_starts(capsys, tmp
 
 
 def test_profile_monitor_passes_its_options_to_the_launched_profile(monkeypatch, tmp_path):
-    import yolodoctor.monitor.command as command
+    import yolodoctor.commands.monitor as command
 
     seen = {}
     monkeypatch.setattr(command, "run", lambda words, cmd, **kw: seen.update(words=words, cmd=cmd, **kw) or 0)
