@@ -43,6 +43,7 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
     from yolodoctor.console import stderr_console, stdout_console
     from yolodoctor.diagnosis.diagnose import diagnose
     from yolodoctor.fixing.planner import cuda_graphs_refusal, plan as make_plan
+    from yolodoctor.fixing.apply import fresh_dir, planned_images, relaunch, seed_of
     from yolodoctor.profile import host_id
 
     err = stderr_console()
@@ -83,18 +84,18 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
     if verify and p.changes:
         from yolodoctor.fixing.trials import run_trials
 
-        from yolodoctor.fixing.trials import candidates
+        from yolodoctor.fixing.candidates import candidates
 
         st = d.profile.settings or {}
         cands, top, est = _design(candidates(p), reps, max(max_reps or reps, reps), d.profile, p, budget, log)
-        trials = run_trials(dict(replay), p, out_dir=_fresh(run_dir.parent / f"trials-{run_dir.name}"), reps=reps,
+        trials = run_trials(dict(replay), p, out_dir=fresh_dir(run_dir.parent / f"trials-{run_dir.name}"), reps=reps,
                             max_reps=top, log=log, command=command, planned_images=planned_images(st),
-                            seed=_seed(st, replay), cands=cands)
+                            seed=seed_of(st, replay), cands=cands)
         trials.estimate = est
         chosen = trials.kept
     applied = None
     if apply and chosen:
-        applied = _apply(replay, chosen, run_dir, log, command)
+        applied = relaunch(replay, chosen, run_dir, log, command)
     elif apply:  # nothing to change: relaunching the same training would only repeat it
         why = ("fix --verify kept no change: the original arguments stand" if verify and p.changes else
                "the plan holds no change: the original arguments stand")
@@ -146,61 +147,6 @@ def _design(cands, reps: int, max_reps: int, profile, plan, budget: float | None
     return cands, max_reps, est
 
 
-def planned_images(settings: dict[str, Any]) -> float | None:
-    """The images the user's training processes: epochs x images per epoch, from its effective settings."""
-    e, n = settings.get("epochs"), settings.get("images_per_epoch")
-    return float(e * n) if isinstance(e, (int, float)) and isinstance(n, (int, float)) and e > 0 and n > 0 else None
-
-
-def _seed(settings: dict[str, Any], args: dict[str, Any]) -> int:
-    for v in (settings.get("seed"), args.get("seed")):
-        try:
-            return int(v)
-        except (TypeError, ValueError):
-            continue
-    return 0
-
-
-def _fresh(path: Path) -> Path:
-    n, candidate = 1, path
-    while candidate.exists():
-        n += 1
-        candidate = path.with_name(f"{path.name}-{n}")
-    return candidate
-
-
-def _apply(base_args: dict[str, Any], changes, run_dir: Path, log, command: list[str] | None = None
-           ) -> dict[str, Any]:
-    """Relaunch the whole training with the changes, profiled; on failure, roll back to the original arguments.
-    A script runs unedited: its trainers receive the changed arguments through the injected hook."""
-    from yolodoctor.fixing.planner import split
-    from yolodoctor.errors import Interrupted
-    from yolodoctor.profiling.runner import run_profile, stopped_by_signal
-
-    attempts = [("plan", changes), ("original arguments", [])]
-    result: dict[str, Any] = {"rolled_back": False, "attempts": []}
-    for name, cs in attempts:
-        changed, env, flags = split(cs)
-        log(f"applying {name}: " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "no change"))
-        out, prof = run_profile(None if command else dict(base_args), command=command, overrides=changed,
-                                steps=None, out=_fresh(run_dir.parent / f"fix-{run_dir.name}"),
-                                env_extra=env, torch_flags=flags)  # loader timed at the end (8 s): the applied
-        # run's own diagnosis then sees whether the loader has become the limit (the H200 smoke: batch 64 moved the
-        # bottleneck to 8 workers, 27% data wait, which no rule could name without the loader's capacity)
-        if (code := stopped_by_signal(prof)) is not None:  # Ctrl-C / SIGTERM: stop here, no rollback run
-            raise Interrupted(f"{prof.reason}: fix --apply stopped; the run so far is saved in {out}, marked "
-                              "incomplete", code)
-        result["attempts"].append({"name": name, "run_dir": str(out), "status": prof.status, "reason": prof.reason})
-        result.update(run_dir=str(out), status=prof.status, applied=name, relaunched=True,
-                      changes=[c.to_dict() for c in cs])
-        if prof.status == "complete":
-            break
-        result["rolled_back"] = True
-        result["rollback_reason"] = f"{name} failed: {prof.reason}"
-        log(f"{name} failed ({prof.reason}); rolling back")
-    return result
-
-
 def _print_plan(out, run_dir, p) -> None:
     out.rule(f"[bold]yolodoctor fix: plan for {run_dir}")
     if not p.changes:
@@ -236,7 +182,7 @@ def _print_trials(out, t) -> None:
     if t.noise and t.noise.deviation:
         out.print(f"[dim]Run-to-run noise: {t.noise.deviation:.1%} (relative deviation pooled over the configurations "
                   f"that ran twice or more, {t.noise.df} degrees of freedom); thresholds are a t-test's at 97.5%.[/]")
-    from yolodoctor.fixing.trials import DECIDE_MAX
+    from yolodoctor.fixing.judge import DECIDE_MAX
 
     for v in t.verdicts:
         if v.inconclusive:  # faster within the noise after the last repeat fix ran: what would decide it

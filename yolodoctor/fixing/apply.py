@@ -1,0 +1,63 @@
+"""Relaunching a training with verified changes, and rolling back to the original arguments when it fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def planned_images(settings: dict[str, Any]) -> float | None:
+    """The images the user's training processes: epochs x images per epoch, from its effective settings."""
+    e, n = settings.get("epochs"), settings.get("images_per_epoch")
+    return float(e * n) if isinstance(e, (int, float)) and isinstance(n, (int, float)) and e > 0 and n > 0 else None
+
+
+def seed_of(settings: dict[str, Any], args: dict[str, Any]) -> int:
+    """The training's seed: as it ran, else as asked, else Ultralytics' default 0."""
+    for v in (settings.get("seed"), args.get("seed")):
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            continue
+    return 0
+
+
+def fresh_dir(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``... : the first that does not exist."""
+    n, candidate = 1, path
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
+
+
+def relaunch(base_args: dict[str, Any], changes, run_dir: Path, log, command: list[str] | None = None
+           ) -> dict[str, Any]:
+    """Relaunch the whole training with the changes, profiled; on failure, roll back to the original arguments.
+    A script runs unedited: its trainers receive the changed arguments through the injected hook."""
+    from yolodoctor.fixing.planner import split
+    from yolodoctor.errors import Interrupted
+    from yolodoctor.profiling.runner import run_profile, stopped_by_signal
+
+    attempts = [("plan", changes), ("original arguments", [])]
+    result: dict[str, Any] = {"rolled_back": False, "attempts": []}
+    for name, cs in attempts:
+        changed, env, flags = split(cs)
+        log(f"applying {name}: " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "no change"))
+        out, prof = run_profile(None if command else dict(base_args), command=command, overrides=changed,
+                                steps=None, out=fresh_dir(run_dir.parent / f"fix-{run_dir.name}"),
+                                env_extra=env, torch_flags=flags)  # loader timed at the end (8 s): the applied
+        # run's own diagnosis then sees whether the loader has become the limit (the H200 smoke: batch 64 moved the
+        # bottleneck to 8 workers, 27% data wait, which no rule could name without the loader's capacity)
+        if (code := stopped_by_signal(prof)) is not None:  # Ctrl-C / SIGTERM: stop here, no rollback run
+            raise Interrupted(f"{prof.reason}: fix --apply stopped; the run so far is saved in {out}, marked "
+                              "incomplete", code)
+        result["attempts"].append({"name": name, "run_dir": str(out), "status": prof.status, "reason": prof.reason})
+        result.update(run_dir=str(out), status=prof.status, applied=name, relaunched=True,
+                      changes=[c.to_dict() for c in cs])
+        if prof.status == "complete":
+            break
+        result["rolled_back"] = True
+        result["rollback_reason"] = f"{name} failed: {prof.reason}"
+        log(f"{name} failed ({prof.reason}); rolling back")
+    return result
