@@ -244,7 +244,7 @@ def stopped_by_signal(profile: Profile) -> int | None:
 
 
 def exit_code_for(profile: Profile) -> int:
-    """DESIGN.md section 3: 130 after Ctrl-C (143 after SIGTERM), 1 when training failed (crash, OOM, NaN), else 0."""
+    """130 after Ctrl-C (143 after SIGTERM), 1 when training failed (crash, OOM, NaN), else 0."""
     if profile.reason and profile.reason.startswith("interrupted"):
         return 130
     if profile.reason and profile.reason.startswith("terminated"):

@@ -81,7 +81,7 @@ class Session:
                 if not limit and 0 < nb < self.trace.active:  # a whole run's last epoch is shorter than the window:
                     self.trace.active, self.trace.start = nb, last - nb  # trace that epoch's steps only
             if settings.get("compile_requested") == "reduce-overhead":
-                self.trace.skip("compile='reduce-overhead' (CUDA graphs): no profiler trace, see DESIGN.md section 4")
+                self.trace.skip("compile='reduce-overhead' (CUDA graphs): no profiler trace (the profiler cannot see inside a graph replay)")
                 self.events.write("trace", skipped=self.trace.skipped)
 
     def _on_train_end(self, trainer) -> None:
