@@ -144,7 +144,10 @@ def rejudge(fx: dict, reps: int = 2, max_reps: int = 4) -> dict | None:
     recorded, the replay stops there and judges what was recorded (``missing`` names it). None where a change alters
     training: its loss parity needs the loss curves, which the results do not keep."""
     from yolodoctor.fixing.planner import Change
-    from yolodoctor.fixing.trials import Candidate, TrialReport, TrialRun, judge, rounds
+    from yolodoctor.fixing.candidates import Candidate
+    from yolodoctor.fixing.judge import judge
+    from yolodoctor.fixing.records import TrialReport, TrialRun
+    from yolodoctor.fixing.trials import rounds
 
     tr = fx.get("trials") or {}
     if not tr.get("verdicts") or any(c.get("safety") == "unsafe" for c in fx.get("plan", [])):

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from yolodoctor.fixing.budget import estimate, fit, trial_seconds
 from yolodoctor.fixing.planner import Change, Plan
-from yolodoctor.fixing.trials import candidates
+from yolodoctor.fixing.candidates import candidates
+from yolodoctor.fixing.records import TrialReport
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY = {"phases": {"start": 1.0, "model": 9.0, "setup": 12.0, "first_batch": 2.0, "steps": 20.0, "end": 6.0,
@@ -51,7 +52,7 @@ def test_fix_says_what_verify_costs_against_what_it_saves_and_fits_a_long_traini
 
     def fake(base_args, p, **kw):
         seen.update(kw)
-        return trials.TrialReport([], [], None, [])
+        return TrialReport([], [], None, [])
     monkeypatch.setattr(trials, "run_trials", fake)
     r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--yes", "--json", "--budget", "100000"])
     assert r.exit_code == 0, r.output

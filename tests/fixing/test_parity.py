@@ -4,7 +4,9 @@ import pytest
 
 from yolodoctor.fixing.parity import mean_curve, opt_curve, opt_points, parity
 from yolodoctor.fixing.planner import Change, Plan
-from yolodoctor.fixing.trials import Candidate, TrialRun, candidates, judge
+from yolodoctor.fixing.candidates import Candidate, candidates
+from yolodoctor.fixing.judge import judge
+from yolodoctor.fixing.records import TrialRun
 
 
 def curve(level: float, n: int = 40, wobble: float = 0.01, per_step: int = 64) -> list[tuple[int, float]]:

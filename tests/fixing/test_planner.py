@@ -213,7 +213,7 @@ def h200_facts():
 def test_gpu_side_changes_are_trialled_with_the_loader_ceiling_lifted():
     # fix-safe on the H200: batch 64 at 8 workers met the loader's 537 images/s, so batch=64+compile was trialled
     # where compile could not show (532 vs 603 images/s)
-    from yolodoctor.fixing.trials import candidates
+    from yolodoctor.fixing.candidates import candidates
 
     finds = [finding("LA201", 57.5, batch=64), finding("LA202", 20.0, 130.0, compile="reduce-overhead"),
              finding("CF201", 5.0, deterministic=False), finding("IO201", 3.0, cache="ram")]
@@ -245,7 +245,7 @@ def test_gpu_side_changes_are_trialled_with_the_loader_ceiling_lifted():
 def test_an_unsafe_driver_gets_the_workers_too_and_the_safe_changes_stack_on_its_fallback():
     # --allow-unsafe: batch 128 (above nbs: loss parity) drives the workers change; stacked on it, compile would
     # need loss parity and fall with batch 128, so the stacking is done on the safe fallback, batch 64
-    from yolodoctor.fixing.trials import candidates
+    from yolodoctor.fixing.candidates import candidates
 
     finds = [finding("LA203", 60.0, safety="unsafe", batch=128), finding("LA201", 57.5, batch=64),
              finding("LA202", 20.0, 130.0, compile="reduce-overhead"), finding("CF201", 5.0, deterministic=False),
@@ -266,7 +266,7 @@ def test_an_unsafe_driver_gets_the_workers_too_and_the_safe_changes_stack_on_its
 
 def test_a_tried_change_is_stacked_on_the_workers_change_too():
     from yolodoctor.fixing.planner import Change
-    from yolodoctor.fixing.trials import candidates
+    from yolodoctor.fixing.candidates import candidates
 
     p = plan([finding("LA201", 57.5, batch=64)], h200_facts(), SETTINGS)
     p.changes.append(Change("args", "channels_last", False, True, "--try (yours)"))
@@ -275,7 +275,7 @@ def test_a_tried_change_is_stacked_on_the_workers_change_too():
 
 
 def test_no_stacking_where_the_workers_rest_on_an_unsafe_change_without_a_usable_fallback():
-    from yolodoctor.fixing.trials import candidates
+    from yolodoctor.fixing.candidates import candidates
 
     # batch 128 alone (no batch-64 proposal): compile and deterministic stacked on it would share its loss parity
     finds = [finding("LA203", 60.0, safety="unsafe", batch=128), finding("LA202", 20.0, 130.0,
@@ -296,7 +296,7 @@ def test_no_stacking_where_the_workers_rest_on_an_unsafe_change_without_a_usable
 
 
 def test_the_whole_plan_is_trialled_where_no_candidate_holds_exactly_it():
-    from yolodoctor.fixing.trials import candidates
+    from yolodoctor.fixing.candidates import candidates
 
     finds = [finding("LA203", 60.0, safety="unsafe", batch=128), finding("LA201", 57.5, batch=64),
              finding("LA202", 20.0, 130.0, compile="reduce-overhead")]
@@ -310,7 +310,7 @@ def test_the_whole_plan_is_trialled_where_no_candidate_holds_exactly_it():
 
 def test_every_reference_is_a_candidate_when_compile_drives_the_workers():
     from yolodoctor.fixing.planner import Change, Plan
-    from yolodoctor.fixing.trials import candidates
+    from yolodoctor.fixing.candidates import candidates
 
     ro = Change("args", "compile", False, "reduce-overhead", "LA202 t", requires=["batch"])
     big = Change("args", "batch", 16, 128, "LA203 t", "unsafe", changes_training=True)

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from yolodoctor.fixing.planner import Change, Plan
-from yolodoctor.fixing.trials import TrialRun, candidates, judge, mismatches, undecided
+from yolodoctor.fixing.candidates import candidates, mismatches
+from yolodoctor.fixing.judge import judge, undecided
+from yolodoctor.fixing.records import TrialReport, TrialRun, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -194,7 +196,6 @@ def test_the_host_probe_times_each_trial_and_its_drift_is_reported():
     from rich.console import Console
 
     from yolodoctor.commands.fix import _print_trials
-    from yolodoctor.fixing.trials import TrialReport
 
     cands = candidates(plan_of(("batch", 64)))
     rs = runs("baseline", [100, 104]) + runs("batch=64", [200, 204])
@@ -228,7 +229,7 @@ def test_the_host_probe_measures_something():
 def test_the_noise_is_pooled_over_every_configuration_and_sets_a_t_test_threshold():
     import statistics
 
-    from yolodoctor.fixing.trials import MIN_GAIN, Noise, pairs_won
+    from yolodoctor.fixing.judge import MIN_GAIN, Noise, pairs_won
 
     groups = [[200.0, 210.0], [100.0, 104.0], [300.0, 330.0, 315.0, 309.0], [500.0]]
     n = Noise.of(groups)
@@ -273,7 +274,7 @@ def _recorded(name, events=None):
 def test_the_first_recorded_h200_trials_under_todays_rules():
     # fix-safe on the H200 (2026-12-03) with the first trial rules: compile on batch only, at
     # the original 8 workers. Replayed as those candidates ran, under the pooled noise
-    from yolodoctor.fixing.trials import Candidate
+    from yolodoctor.fixing.candidates import Candidate
 
     h, plan, rs = _recorded("h200-fix-safe-2026-12-03c.json")
     by = {c.key: c for c in plan.changes}
@@ -472,7 +473,7 @@ def test_the_h200_unsafe_trials_on_one_machine_keep_batch_and_workers_and_leave_
 
 
 def test_the_repeats_that_would_decide_a_gain_at_the_machines_noise():
-    from yolodoctor.fixing.trials import Noise
+    from yolodoctor.fixing.judge import Noise
 
     noisy = Noise(0.109, 7)  # fix-unsafe on the H200, 2026-12-04: t 2.365
     assert noisy.repeats_to_decide(0.105) == 13 and noisy.repeats_to_decide(0.30) == 2
@@ -490,7 +491,7 @@ def test_the_repeats_that_would_decide_a_gain_at_the_machines_noise():
 def test_loss_parity_reads_only_the_runs_that_ran_what_was_asked():
     # a repeat whose settings were not what was asked learned something else: its curve is not the candidate's, in
     # the verdict's recorded parity as in loss_settled
-    from yolodoctor.fixing.trials import loss_settled
+    from yolodoctor.fixing.judge import loss_settled
 
     bf = Change("args", "amp", True, "bf16", "PR202 t", "unsafe", changes_training=True)
     cands = candidates(Plan(changes=[Change("args", "cache", None, "ram", "IO t"), bf]))
@@ -767,7 +768,7 @@ def test_fix_verify_passes_its_repeat_options_to_the_trials(tmp_path, monkeypatc
 
     def fake(base_args, plan, **kw):
         seen.update(kw, changes=[c.key for c in plan.changes])
-        return trials.TrialReport([], [], None, [])
+        return TrialReport([], [], None, [])
     monkeypatch.setattr(trials, "run_trials", fake)
     for extra, want in (([], (2, 4)), (["--reps", "3", "--max-reps", "5"], (3, 5)), (["--reps", "3", "--max-reps", "2"],
                                                                                       (3, 3))):
@@ -806,9 +807,9 @@ def test_apply_with_nothing_kept_does_not_relaunch_the_same_training(tmp_path, m
 
     def fake(base_args, plan, **kw):  # every candidate measured, none kept
         seen.update(kw)
-        v = [trials.Verdict("baseline", 100.0, 2, 0.0, False, "spread of repeats 1.0%"),
-             trials.Verdict("workers=15", 101.0, 2, 0.01, False, "+1.0% is within the noise threshold 3.0%")]
-        return trials.TrialReport([], v, None, [])
+        v = [Verdict("baseline", 100.0, 2, 0.0, False, "spread of repeats 1.0%"),
+             Verdict("workers=15", 101.0, 2, 0.01, False, "+1.0% is within the noise threshold 3.0%")]
+        return TrialReport([], v, None, [])
     relaunched = []
     monkeypatch.setattr(trials, "run_trials", fake)
     monkeypatch.setattr(fix, "_apply", lambda *a, **k: relaunched.append(a) or {})

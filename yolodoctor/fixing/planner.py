@@ -244,7 +244,7 @@ def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -
     exceeds 90% of the loader's measured capacity, plan enough workers for 1.1x the projection at the measured rate
     per worker, at most the usable cores minus 2 (the training thread and the pin-memory thread
     keep a core: DL205), within /dev/shm. The change requires the one that creates the demand, so its trial runs on
-    top of it (and fix --verify trials the plan's other changes on top of both: fixing/trials.candidates)."""
+    top of it (and fix --verify trials the plan's other changes on top of both: fixing/candidates.candidates)."""
     if facts.get("run.device") != "cuda":
         return
     cap, now = facts.get("loader.capacity_images_per_s"), facts.get("settings.workers")

@@ -1,0 +1,357 @@
+"""`fix --verify`'s judge: a verdict on each candidate from its trials, the changes kept, and what more repeats could
+decide.
+
+A change is kept when its median images/s beats its reference's by more than the noise threshold (Noise.threshold)
+and in the pairs of repeats (pairs_won), its trials and its reference's ran cleanly and as asked, its loss passes
+(loss parity for a change to training, no breakage otherwise) and, over the planned training, it saves wall time.
+Why these rules: docs/verification.md.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from yolodoctor.fixing.candidates import Candidate, same_changes
+from yolodoctor.fixing.parity import BROKEN, SAFE_FLOOR, parity, t975
+from yolodoctor.fixing.planner import Change
+from yolodoctor.fixing.records import TrialRun, Verdict
+
+MIN_GAIN = 0.03
+PAIRS_WON = 0.8
+CLEAR = 2.0  # a loss worse than unchanged training's by this many times its band is not repeated (loss_settled)
+DECIDE_MAX = 20  # more repeats of each than this to tell a gain from the noise: not worth a user's GPU time
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The machine's run-to-run noise in a set of trials: relative standard deviation of repeats, pooled over the
+    configurations that ran two or more times cleanly, and its degrees of freedom."""
+    deviation: float | None
+    df: int
+
+    @classmethod
+    def of(cls, groups: list[list[float]]) -> "Noise":
+        sums = [((len(g) - 1) * _rsd(g) ** 2, len(g) - 1) for g in groups if len(g) >= 2]
+        df = sum(d for _, d in sums)
+        return cls(math.sqrt(sum(v for v, _ in sums) / df) if df else None, df)
+
+    def threshold(self, a: list[float], b: list[float]) -> float:
+        """The gain a's median must show over b's: a t-test's at 97.5% one-sided, at least MIN_GAIN. Each side's
+        deviation is the pooled one or its own, whichever is larger (a configuration noisier than the machine's
+        usual is not judged at the usual noise); the standard error of a median is taken as a mean's."""
+        if not self.deviation or self.df < 1 or not a or not b:
+            return MIN_GAIN
+        t = t975(self.df)
+        se2 = sum(max(self.deviation, _rsd(g) if len(g) >= 2 else 0.0) ** 2 / len(g) for g in (a, b))
+        return max(t * math.sqrt(se2), MIN_GAIN)
+
+    def repeats_to_decide(self, gain: float) -> int | None:
+        """How many repeats of each side would put the threshold under ``gain`` at this noise (the t of today's
+        degrees of freedom: more repeats only lower it), or None: no noise measured, a gain under MIN_GAIN (never
+        kept), or more than DECIDE_MAX repeats. An estimate: a side noisier than the pooled deviation needs more."""
+        if not self.deviation or self.df < 1 or gain <= MIN_GAIN:
+            return None
+        t = t975(self.df)
+        n = max(2, math.ceil(2 * (t * self.deviation / gain) ** 2 + 1e-9))
+        return n if n <= DECIDE_MAX else None
+
+
+def _rsd(g: list[float]) -> float:
+    """Relative standard deviation of repeats (two or more)."""
+    return statistics.stdev(g) / statistics.fmean(g)
+
+
+def pairs_won(a: list[float], b: list[float]) -> float:
+    """The share of (a, b) pairs of repeats in which a is faster."""
+    return sum(x > y for x in a for y in b) / (len(a) * len(b)) if a and b else 0.0
+
+
+def _ok(rs: list[TrialRun]) -> list[float]:
+    return [r.images_per_s for r in rs if r.images_per_s and r.status == "complete"]
+
+
+def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | None = None
+          ) -> tuple[list[Verdict], float | None, list[Change], Noise]:
+    """The verdicts, the baseline's spread, the kept changes and the noise. ``planned_images``: the images the user's
+    training will process (epochs x images per epoch); with it, a change faster in steady state is kept only where
+    its one-off cost (filling a cache, compiling: TrialRun.one_off_s) leaves time saved over that training."""
+    by: dict[str, list[TrialRun]] = {c.name: [r for r in runs if r.candidate == c.name] for c in cands}
+    base = _ok(by["baseline"])
+    base_med = statistics.median(base) if base else None
+    spread = (max(base) - min(base)) / base_med if len(base) >= 2 and base_med else None
+    noise = Noise.of([_ok(rs) for rs in by.values() if not any(r.mismatch for r in rs)])
+    safe_par, unchanged = _loss_references(by, cands)
+    moved = _moved(safe_par)
+    verdicts, kept = [], []
+    for c in cands:
+        rs = by[c.name]
+        ok = _ok(rs)
+        med = statistics.median(ok) if ok else None
+        ref_vals = base if c.against == "baseline" else _ok(by.get(c.against, []))
+        ref = statistics.median(ref_vals) if ref_vals else None
+        limit, base_limit = noise.threshold(ok, ref_vals), noise.threshold(ok, base)
+        gain = med / ref - 1 if med and ref else None
+        if c.name == "baseline":
+            verdicts.append(Verdict(c.name, med, len(rs), 0.0 if med else None, False,
+                                    f"spread of repeats {spread:.1%}" if spread is not None else "one repeat"))
+            continue
+        failed = [r for r in rs if r.status != "complete"]
+        mism = sorted({m for r in rs for m in r.mismatch})
+        ref_rs = by.get(c.against, []) if c.against != "baseline" else []
+        ref_bad = next((f"trial failed: {r.reason}" if r.status != "complete" else
+                        f"what ran is not what was asked: {r.mismatch[0]}" for r in ref_rs
+                        if r.status != "complete" or r.mismatch), None)
+        alters = any(x.changes_training for x in c.changes)  # an unsafe change: faster is not enough
+        par = parity(unchanged, _curves(rs)) if alters else safe_par.get(c.name)  # as loss_settled reads them
+        need = _need(ok, ref_vals)
+        cost = _wall(by, c, planned_images)
+        held, versus, rejected = False, None, False
+        if failed:
+            why, keep, rejected = f"trial failed: {failed[0].reason}", False, True
+        elif mism:
+            why, keep, rejected = f"what ran is not what was asked: {mism[0]}", False, True
+        elif ref_bad:  # what it is measured over (and would bring in) did not run cleanly
+            why, keep = f"its reference {c.against} did not run cleanly ({ref_bad})", False
+        elif c.against in moved:  # ... or broke the loss: keeping this would bring that change in
+            why, keep = f"its reference {c.against} was rejected: its loss broke away from unchanged training's", False
+        elif gain is None:
+            why, keep = "no throughput measured", False
+        elif short := next((r for r in rs if r.window_valid is False), None):
+            why, keep, rejected = f"window too short to conclude: {short.window_why or 'no steady window'}", False, True
+        elif par is not None and (not par["within"] if alters else par.get("broken")):  # no repeat makes it learn
+            over = "" if c.against == "baseline" else f" over {c.against}"
+            what = ("it changes training and its loss is {:+.1%} against unchanged training's" if alters else
+                    "its loss is {:+.1%} against unchanged training's").format(par["rel"])
+            band = f"band {par['band']:.1%}" if alters else f"{BROKEN:.0f} x the band {par['band']:.1%}"
+            why, keep, rejected = (f"{gain:+.1%}{over}, but {what} after {par['images']} images ({_steps(par)}; "
+                                   f"{band})"), False, True
+            if not alters:
+                why += ": a change meant to keep training broke it"
+        elif gain > limit and c.against != "baseline" and base_med and med / base_med - 1 <= base_limit:
+            why, keep = (f"{gain:+.1%} over {c.against}, but only {med / base_med - 1:+.1%} over the baseline "
+                         f"(threshold {base_limit:.1%})"), False
+            held, versus = med / base_med - 1 > MIN_GAIN, "baseline"  # undecided against the baseline: run it
+        elif gain > limit and len(ref_vals) >= 2 and pairs_won(ok, ref_vals) < need:
+            why, keep = ((f"{gain:+.1%} median, but its slowest repeat ({min(ok):.1f}) does not beat the fastest of "
+                          f"{c.against} ({max(ref_vals):.1f})") if need == 1.0 else
+                         (f"{gain:+.1%} median, but it is faster than {c.against} in only "
+                          f"{pairs_won(ok, ref_vals):.0%} of the pairs of repeats (needs {need:.0%})")), False
+            held = True
+        elif gain > limit and alters and par is None:
+            why, keep, rejected = (f"{gain:+.1%}, but it changes training and its loss could not be compared with "
+                                   "unchanged training's (too few optimizer steps after the same images)"), False, True
+        elif gain > limit and alters and par["band_from"] != "runs":
+            why, keep, rejected = (f"{gain:+.1%}, but it changes training and only one run of unchanged training "
+                                   f"reaches its {par['images']} images: how much another seed moves the loss is not "
+                                   "measured (the curve's own scatter understates it), so its loss cannot be judged; "
+                                   "--reps 2 or more runs the baseline with another seed"), False, True
+        elif gain > limit and cost and cost[1] <= 0:
+            why, keep = (f"{gain:+.1%} in steady state, but over the planned training ({planned_images:.0f} images) its "
+                         f"one-off {cost[2]:.0f} s costs more than it saves: about {cost[0]:.0f} s against "
+                         f"{cost[0] + cost[1]:.0f} s"), False
+        elif gain > limit:
+            over = "" if c.against == "baseline" else f" over {c.against}"
+            why, keep = f"{gain:+.1%}{over} beats the noise threshold {limit:.1%}", True
+            if cost:
+                why += (f"; saves about {cost[1]:.0f} s over the planned training ({planned_images:.0f} images), "
+                        f"one-off {cost[2]:.0f} s included")
+            if par is not None and alters:
+                why += (f"; loss {par['rel']:+.1%} against unchanged training's after {par['images']} images "
+                        f"({_steps(par)}), within {par['band']:.1%}")
+        else:
+            why, keep = f"{gain:+.1%} is within the noise threshold {limit:.1%}", False
+            held = gain > MIN_GAIN
+        if par is not None and not alters and par.get("moved") and not rejected:
+            why += f"; its loss moved {par['rel']:+.1%} (band {par['band']:.1%}), as expected: {moved_cause(c)}"
+        verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why, par, inconclusive=held, versus=versus,
+                                rejected=rejected,
+                                to_decide=_to_decide(noise, held, ok, base if versus == "baseline" else ref_vals),
+                                planned_s=cost[0] if cost else None, saved_s=cost[1] if cost else None))
+    # the kept changes: kept candidates merged fastest first, each whole or not at all - one that sets a key to
+    # another value than a faster one did is left out with everything it brings (a change comes with the
+    # requirements it ran with: no batch=32 under a compile that was measured at batch 128); not the whole sets here
+    # (the plan and its safe part come in measured together; an unsafe change and its safe fallback may both pass:
+    # the faster holds the key)
+    chosen: dict[tuple[str, str], Change] = {}
+    ranked = sorted(((v, c) for c, v in zip(cands[1:], verdicts[1:]) if v.kept and not c.whole),
+                    key=lambda vc: -vc[0].median)
+    for _, c in ranked:
+        if all(chosen.get((x.kind, x.key), x) is x for x in c.changes):
+            chosen.update({(x.kind, x.key): x for x in c.changes})
+    for c in cands:  # in candidate order
+        kept.extend(x for x in c.changes if chosen.get((x.kind, x.key)) is x and all(x is not y for y in kept))
+    whole = _measured_together(by, cands, verdicts, kept, noise)
+    for c, v in zip(cands[1:], verdicts[1:]):  # a whole set is kept only where it is what gets applied
+        if c.whole and c is not whole and v.kept:
+            v.kept = False
+            if "not applied whole" not in v.why:
+                v.why += (f"; not applied: {whole.name} is applied whole" if whole is not None else
+                          "; not applied whole: no candidate holds exactly the kept changes, to measure it against")
+    if whole is None:
+        return verdicts, spread, kept, noise
+    for c, v in zip(cands[1:], verdicts[1:]):  # decided by the whole: no more repeats for what it holds
+        if v.inconclusive and all(any(x is y for y in whole.changes) for x in c.changes):
+            v.inconclusive, v.to_decide = False, None
+    return verdicts, spread, list(whole.changes), noise
+
+
+def _wall(by: dict[str, list[TrialRun]], c: Candidate, planned_images: float | None
+          ) -> tuple[float, float, float] | None:
+    """(the planned training's estimated seconds with the candidate, seconds it saves against its reference's
+    estimate, its one-off seconds): each side's median one-off plus the planned images at its median steady rate.
+    None where a side has no clean timed run with a one-off, or no planned training is known."""
+    if not planned_images:
+        return None
+
+    def estimate(rs: list[TrialRun]) -> tuple[float, float] | None:
+        ok = [r for r in rs if r.status == "complete" and r.images_per_s and r.one_off_s is not None]
+        if not ok:
+            return None
+        one_off = statistics.median(r.one_off_s for r in ok)
+        return one_off + planned_images / statistics.median(r.images_per_s for r in ok), one_off
+
+    mine, ref = estimate(by.get(c.name, [])), estimate(by.get(c.against, []))
+    if mine is None or ref is None:
+        return None
+    return mine[0], ref[0] - mine[0], mine[1]
+
+
+def _steps(par: dict[str, Any]) -> str:
+    """The optimizer steps behind a loss comparison: a few steps from scratch are the start of training, not its
+    rate."""
+    a, b = par.get("opt_steps") or (None, None)
+    return f"{b} optimizer steps against {a}" if a is not None else "optimizer steps not counted"
+
+
+def _loss_references(by: dict[str, list[TrialRun]], cands: list[Candidate]
+                     ) -> tuple[dict[str, dict[str, Any] | None], list[list[tuple[int, float]]]]:
+    """Each training-equivalent candidate's loss parity against the other unchanged-training runs (leave-one-out,
+    SAFE_FLOOR under the band; ``broken`` where worse by more than BROKEN x the band, ``moved`` beyond the band), and
+    the loss curves of unchanged training: the baseline's and those of the candidates not broken."""
+    safe = [c for c in cands if not any(x.changes_training for x in c.changes)]
+    curves = {c.name: _curves(by[c.name]) for c in safe}
+    safe_par: dict[str, dict[str, Any] | None] = {}
+    for c in safe:
+        if c.name == "baseline":
+            continue
+        others = [cv for o in safe if o.name != c.name for cv in curves[o.name]]
+        p = parity(others, curves[c.name], floor=SAFE_FLOOR)
+        if p is not None:
+            p["broken"] = p["rel"] > BROKEN * p["band"]
+            p["moved"] = abs(p["rel"]) > p["band"]
+        safe_par[c.name] = p
+    broken = _moved(safe_par)
+    return safe_par, [curve for c in safe if c.name not in broken for curve in curves[c.name]]
+
+
+def _moved(safe_par: dict[str, dict[str, Any] | None]) -> set[str]:
+    """The training-equivalent candidates whose loss broke away from unchanged training's."""
+    return {n for n, p in safe_par.items() if p is not None and p.get("broken")}
+
+
+# why a training-equivalent change's loss curve moves, where it does (read in Ultralytics 8.4 and torch)
+MOVED_CAUSE = {
+    "workers": "each loader worker draws its own augmentation random stream, so another worker count trains on other "
+               "augmentations, as another seed does",
+    "cache": "Ultralytics' RAM-cache check reads 30 random images (data/base.py check_cache_ram), shifting every later "
+             "augmentation, and the cache turns the mosaic buffer off (mosaic then picks from the whole dataset)",
+    "batch": "another batch size groups the images differently",
+    "deterministic": "non-deterministic kernels sum in another order",
+    "compile": "compiled kernels sum in another order",
+}
+
+
+def moved_cause(c: Candidate) -> str:
+    keys = [x.key.split(".")[0] for x in c.changes]
+    causes = [MOVED_CAUSE[k] for k in dict.fromkeys(keys) if k in MOVED_CAUSE]
+    return "; ".join(causes) or "floating-point sums in another order"
+
+
+def loss_settled(runs: list[TrialRun], cands: list[Candidate]) -> dict[str, str]:
+    """Name -> why, for each candidate that changes training whose loss is already worse than unchanged training's
+    by more than CLEAR x its band: no more repeats can make it kept."""
+    by = {c.name: [r for r in runs if r.candidate == c.name] for c in cands}
+    if not by.get("baseline"):
+        return {}
+    _, unchanged = _loss_references(by, cands)
+    out = {}
+    for c in cands:
+        if any(x.changes_training for x in c.changes) and (p := parity(unchanged, _curves(by[c.name]))) is not None \
+                and p["rel"] > CLEAR * p["band"]:
+            out[c.name] = (f"loss {p['rel']:+.1%} against unchanged training's after {p['images']} images, band "
+                           f"{p['band']:.1%}")
+    return out
+
+
+def _curves(rs: list[TrialRun]) -> list[list[tuple[int, float]]]:
+    """The loss curves of the repeats that ran what was asked to the end."""
+    return [r.loss_curve or [] for r in rs if r.status == "complete" and not r.mismatch]
+
+
+def _to_decide(noise: Noise, held: bool, ok: list[float], against: list[float]) -> int | None:
+    """For a candidate held back by noise: the repeats of each side that would tell its gain over what it is
+    undecided against (its reference, the baseline, or the kept set) from the noise, at least one more than it had."""
+    if not held or not ok or not against:
+        return None
+    n = noise.repeats_to_decide(statistics.median(ok) / statistics.median(against) - 1)
+    return max(n, len(ok) + 1) if n else None
+
+
+def _need(ok: list[float], ref: list[float]) -> float:
+    """The share of pairs of repeats a candidate must win: all of them at two repeats each, PAIRS_WON beyond."""
+    return 1.0 if len(ok) <= 2 and len(ref) <= 2 else PAIRS_WON
+
+
+def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], verdicts: list[Verdict],
+                       kept: list[Change], noise: Noise) -> Candidate | None:
+    """The fastest kept candidate that holds every kept change and more and beats the candidate holding exactly the
+    kept ones (the baseline where none was kept) beyond the noise and in the pairs; one that is faster only within
+    the noise is marked undecided against it (its verdict says so), for more repeats. None where no candidate holds
+    exactly the kept changes (merged from several candidates): there is nothing measured to compare with."""
+    ref = next((c for c in cands if same_changes(c.changes, kept)), None)
+    ref_vals = _ok(by[ref.name]) if ref else []
+    if not ref_vals:
+        return None
+    # a change whose own candidate was rejected - a failed or mismatched trial, no window (the change it tries, its
+    # last), a failed loss parity (the changes that change training, not the safe ones beside them) - does not come
+    # in with a faster whole
+    def blamed(c: Candidate) -> list[Change]:
+        clean = all(r.status == "complete" and not r.mismatch and r.window_valid is not False for r in by[c.name])
+        alters = [x for x in c.changes if x.changes_training]
+        return alters if clean and alters else [c.changes[-1]]
+
+    rejected = [x for c, v in zip(cands[1:], verdicts[1:]) if v.rejected and not c.whole for x in blamed(c)]
+    ref_med, best, best_med = statistics.median(ref_vals), None, 0.0
+    for c, v in zip(cands[1:], verdicts[1:]):
+        if not v.kept or c is ref or not all(any(x is y for y in c.changes) for x in kept):
+            continue
+        bad = [x for x in c.changes if any(x is y for y in rejected) and all(x is not y for y in kept)]
+        if bad:
+            v.why += f"; not applied whole: {bad[0].key}={bad[0].after!r} was rejected on its own"
+            continue
+        ok = _ok(by[c.name])
+        gain, limit = v.median / ref_med - 1, noise.threshold(ok, ref_vals)
+        if c.against == ref.name or (gain > limit and pairs_won(ok, ref_vals) >= _need(ok, ref_vals)):
+            if c.against != ref.name:  # judged against the kept ones here (its verdict is against its reference)
+                v.why += f"; applied whole: {gain:+.1%} over {ref.name} beats the noise threshold {limit:.1%}"
+            best, best_med = (c, v.median) if v.median > best_med else (best, best_med)
+        elif gain > MIN_GAIN:
+            short = (f"within the noise threshold {limit:.1%}" if gain <= limit else
+                     f"faster in only {pairs_won(ok, ref_vals):.0%} of the pairs of repeats")
+            v.why += f"; {gain:+.1%} over what was kept ({ref.name}), {short}: not applied whole"
+            v.inconclusive, v.versus = True, ref.name
+            v.to_decide = _to_decide(noise, True, ok, ref_vals)
+    return best
+
+
+def undecided(verdicts: list[Verdict], cands: list[Candidate]) -> list[Candidate]:
+    """The candidates to run once more: each one held back by noise alone, with what it is undecided against (its
+    reference, the baseline only where that is it; for the whole plan, the kept changes' candidate)."""
+    undecided_ = [v for v in verdicts if v.inconclusive]
+    names = {v.candidate for v in undecided_}
+    names |= {v.versus or next(c.against for c in cands if c.name == v.candidate) for v in undecided_}
+    # (the "only +y% over the baseline" case: versus the baseline - its reference is already decided)
+    return [c for c in cands if c.name in names]
