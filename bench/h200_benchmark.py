@@ -247,7 +247,7 @@ def words(args: dict[str, Any]) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------- digest
 def read_events(run: Path) -> list[dict]:
     """A run's events (yolodoctor's own reader: a torn last line skipped, a missing file read as none)."""
-    from yolodoctor.profiling.events import read_events as records
+    from yolodoctor.record.events import read_events as records
 
     return list(records(run / "events.jsonl"))
 
@@ -331,7 +331,7 @@ def phases(run: Path) -> dict[str, float] | None:
 # ---------------------------------------------------------------------------------------------------------- machine
 def machine() -> dict[str, Any]:
     from yolodoctor.api.nvml import visible_now
-    from yolodoctor.profile import host_id
+    from yolodoctor.record.profile import host_id
 
     try:
         mid = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]

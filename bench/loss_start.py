@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from yolodoctor.fixing.parity import opt_points  # noqa: E402
-from yolodoctor.profiling.events import read_events  # noqa: E402
-from yolodoctor.profiling.summary import settings_of, steps_of  # noqa: E402
+from yolodoctor.record.events import read_events  # noqa: E402
+from yolodoctor.record.summary import settings_of, steps_of  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from window_noise import runs_under  # noqa: E402

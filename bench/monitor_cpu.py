@@ -34,7 +34,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from yolodoctor.profiling.events import read_events  # noqa: E402
+from yolodoctor.record.events import read_events  # noqa: E402
 
 
 def replay_into(src: Path, run: Path, stop: threading.Event, lead_s: float = 3.0) -> None:

@@ -16,8 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from yolodoctor.profile import SAMPLES, SPEC, Profile
-from yolodoctor.rundir import write_json_atomic
+from yolodoctor.record.profile import SAMPLES, SPEC, Profile
+from yolodoctor.record.rundir import write_json_atomic
 
 
 def attach(model: Any, *, out: str | Path | None = None, steps: int | str | None = None, trace: bool = True,

@@ -20,7 +20,7 @@ import pytest
 
 from yolodoctor.cli import main
 from yolodoctor.diagnosis.diagnose import ending_findings
-from yolodoctor.profile import Profile
+from yolodoctor.record.profile import Profile
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "yolodoctor"

@@ -8,8 +8,8 @@ from hypothesis import given, settings, strategies as st
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.diagnose import diagnose
 from yolodoctor.diagnosis.invariants import across, violations
-from yolodoctor.profile import Profile
-from yolodoctor.profiling.events import read_events
+from yolodoctor.record.profile import Profile
+from yolodoctor.record.events import read_events
 
 PROFILES = Path(__file__).resolve().parents[2] / "fixtures" / "profiles"
 RUNS = sorted(p for p in PROFILES.iterdir() if (p / "profile.json").exists())

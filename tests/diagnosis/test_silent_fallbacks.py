@@ -6,7 +6,7 @@ import pytest
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.engine import evaluate
 from yolodoctor.diagnosis.rules import load_rules
-from yolodoctor.profile import Profile
+from yolodoctor.record.profile import Profile
 from yolodoctor.profiling.ultralytics_log import LogWatch, classify
 
 GB = 1 << 30

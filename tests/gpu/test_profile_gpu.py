@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from yolodoctor import profile as record
-from yolodoctor.profiling.events import read_events
+from yolodoctor.record import profile as record
+from yolodoctor.record.events import read_events
 
 pytestmark = pytest.mark.gpu
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from yolodoctor.diagnosis.rules import load_rules
-from yolodoctor.profiling.events import read_events
+from yolodoctor.record.events import read_events
 
 PROFILES = Path(__file__).resolve().parents[2] / "fixtures" / "profiles"
 

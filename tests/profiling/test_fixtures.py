@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from yolodoctor import profile as record
-from yolodoctor.profiling.events import read_events
-from yolodoctor.profiling.summary import summarise
+from yolodoctor.record import profile as record
+from yolodoctor.record.events import read_events
+from yolodoctor.record.summary import summarise
 
 PROFILES = Path(__file__).resolve().parents[2] / "fixtures" / "profiles"
 ALL = sorted(p.name for p in PROFILES.iterdir() if (p / "profile.json").exists())

@@ -3,7 +3,7 @@
 import json
 
 from yolodoctor.profiling import session
-from yolodoctor.profiling.events import read_events
+from yolodoctor.record.events import read_events
 
 
 class Loader:

@@ -17,8 +17,8 @@ import pytest
 import torch
 from reliability_support import HERE, OBSERVER, TRAIN, env, snapshot
 
-from yolodoctor import profile as record
-from yolodoctor.profiling.events import read_events
+from yolodoctor.record import profile as record
+from yolodoctor.record.events import read_events
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from reliability_support import bounded, cli, one_line_error, snapshot, yd
 
-from yolodoctor import profile as record
+from yolodoctor.record import profile as record
 
 GOOD = """
 id: XX101
@@ -125,7 +125,7 @@ class FakeProcess:
     launched: list[tuple[list[str], dict]] = []
 
     def __init__(self, argv, **kw):
-        from yolodoctor.profiling.events import EventWriter
+        from yolodoctor.record.events import EventWriter
 
         FakeProcess.launched.append((argv, kw))
         self.pid, self.returncode = os.getpid(), 0
@@ -261,7 +261,7 @@ def test_the_training_child_refuses_torch_flags_off_the_allow_list():
 
 def test_run_directories_are_never_reused(tmp_path):
     """Sixteen profiles starting at once get sixteen directories; an existing one is never taken over."""
-    from yolodoctor.rundir import exclusive_dir, new_run_dir
+    from yolodoctor.record.rundir import exclusive_dir, new_run_dir
 
     (tmp_path / "profile").mkdir()
     (tmp_path / "profile" / "mine.txt").write_text("x")

@@ -13,7 +13,7 @@ from typing import Any
 
 from yolodoctor.presentation import report
 from yolodoctor.errors import InputError, UsageError
-from yolodoctor.rundir import DEFAULT_BASE
+from yolodoctor.record.rundir import DEFAULT_BASE
 
 
 def latest_run(base: Path = DEFAULT_BASE) -> Path:
@@ -44,7 +44,7 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
     from yolodoctor.diagnosis.diagnose import diagnose
     from yolodoctor.fixing.planner import cuda_graphs_refusal, plan as make_plan
     from yolodoctor.fixing.apply import fresh_dir, planned_images, relaunch, seed_of
-    from yolodoctor.profile import host_id
+    from yolodoctor.record.profile import host_id
 
     err = stderr_console()
     run_dir = run_dir or latest_run()

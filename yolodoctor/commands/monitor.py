@@ -53,7 +53,7 @@ def run(words: list[str], command: list[str], *, refresh: float, steps: int | No
         source = RunDirSource(run_dir, rules=rules, launch=launch)
     elif run_dir is not None:
         if not run_dir.is_dir():
-            from yolodoctor.rundir import not_a_run_dir
+            from yolodoctor.record.rundir import not_a_run_dir
 
             raise InputError(not_a_run_dir(run_dir))
         source = RunDirSource(run_dir, rules=rules)

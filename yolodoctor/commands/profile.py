@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from yolodoctor.presentation import report
-from yolodoctor.findings import Finding, Severity, exit_code
-from yolodoctor.profile import Profile
+from yolodoctor.findings import Severity, exit_code
+from yolodoctor.record.profile import Profile
 
 SUMMARY = [
     ("status", "status"), ("reason", "reason"), ("steps", "summary.steps"), ("images", "summary.images"),

@@ -16,8 +16,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
-from yolodoctor.profile import run_file
-from yolodoctor.profiling.events import read_events
+from yolodoctor.record.profile import run_file
+from yolodoctor.record.events import read_events
 
 # name: (type, meaning)
 CATALOGUE: dict[str, tuple[str, str]] = {
@@ -285,7 +285,7 @@ def _put(facts: dict[str, Any], key: str, value: Any) -> None:
 
 def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dict] | None = None,
                  samples: list[dict] | None = None) -> dict[str, Any]:
-    """Facts of a profile (a yolodoctor.profile.Profile); ``run_dir`` (or the streams given) adds what the event
+    """Facts of a profile (a yolodoctor.record.profile.Profile); ``run_dir`` (or the streams given) adds what the event
     and sample streams say."""
     f: dict[str, Any] = {}
     s, st = profile.summary or {}, profile.settings or {}
@@ -343,8 +343,8 @@ def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dic
 def live(run_dir: str | Path, window_s: float = 30.0, now: float | None = None) -> dict[str, Any]:
     """Facts over the last ``window_s`` seconds of a run directory that is still being written (the monitor's
     rolling window; pair with engine.LiveEngine for hysteresis)."""
-    from yolodoctor.profile import EVENTS, SAMPLES, Profile
-    from yolodoctor.profiling.summary import summarise_train
+    from yolodoctor.record.profile import EVENTS, SAMPLES, Profile
+    from yolodoctor.record.summary import summarise_train
 
     run = Path(run_dir)
     events = list(read_events(run / EVENTS))

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from yolodoctor.rundir import new_run_dir
+from yolodoctor.record.rundir import new_run_dir
 
 
 def fresh_run_dir(out: str | Path | None) -> Path:

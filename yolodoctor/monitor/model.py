@@ -17,8 +17,8 @@ from typing import Any
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.engine import LiveEngine
 from yolodoctor.findings import Finding
-from yolodoctor.profile import Profile
-from yolodoctor.profiling.summary import summarise_train
+from yolodoctor.record.profile import Profile
+from yolodoctor.record.summary import summarise_train
 from yolodoctor.findings import ranked
 
 HISTORY = 60  # points per graph: one per refresh that brought data

@@ -20,7 +20,7 @@ from yolodoctor.presentation.comparison import (
     fmt,
     run_name,
 )
-from yolodoctor.profiling.events import read_events
+from yolodoctor.record.events import read_events
 from yolodoctor.version import __version__
 
 MARKER = "<!-- written by yolodoctor compare: this file may be overwritten by it -->"
@@ -49,7 +49,7 @@ def write_html(path: str | Path, cmp: Comparison) -> None:
     path = Path(path)
     check_writable(path)
     from yolodoctor.errors import OutputError
-    from yolodoctor.rundir import write_text_atomic
+    from yolodoctor.record.rundir import write_text_atomic
 
     try:
         write_text_atomic(path, render_html(cmp))
@@ -61,7 +61,7 @@ def write_html(path: str | Path, cmp: Comparison) -> None:
 
 def series(d) -> dict[str, Any]:
     """Per-step time and data wait against the step index, NVML utilisation against seconds since the first step."""
-    from yolodoctor.profile import run_file
+    from yolodoctor.record.profile import run_file
 
     num = (int, float)
     steps = [e for e in read_events(run_file(d.run_dir, d.profile, "events", "events.jsonl"))

@@ -11,7 +11,7 @@ length: its first epoch runs on past the epoch's last batch (the loader wraps ar
 until the bound, so that a one-epoch training of a small dataset is measured in its own phase (the same epochs,
 hence mosaic, warm-up, optimizer and learning rate as the user's run) rather than cut at its end. With
 ``extend_to``, the bound moves up to that many steps while the queue's occupancy shows it still draining
-(profiling/bounds.py). In script mode the checkpoint is still written (one save of last.pt): ``Model.train()``
+(record/bounds.py). In script mode the checkpoint is still written (one save of last.pt): ``Model.train()``
 requires one, and a program that trains twice goes on to its second call. Where the process ends with the training
 (``ends_process``: `profile KEY=VALUE` and the trials of fix), a bounded run writes no checkpoint and the session ends
 the process at the training's end.
@@ -29,7 +29,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
-from yolodoctor.profiling.events import EventWriter
+from yolodoctor.record.events import EventWriter
 from yolodoctor.profiling.ultralytics_log import LogWatch
 
 EVENTS = ("on_pretrain_routine_start", "on_train_start", "on_train_epoch_start", "on_train_batch_start",
@@ -284,7 +284,7 @@ class Recorder:
 
     def _maybe_extend(self) -> None:
         """Move the bound while the evidence says the queue is still draining, up to ``extend_to`` steps."""
-        from yolodoctor.profiling import bounds
+        from yolodoctor.record import bounds
 
         depth = bounds.prefetch_depth(self._workers, self._prefetch)
         traced = self.steps_limit - self._check_at()

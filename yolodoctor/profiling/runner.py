@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from yolodoctor.profile import EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
+from yolodoctor.record.profile import EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
 from yolodoctor.profiling import hostprobe
-from yolodoctor.profiling.events import read_events
-from yolodoctor.profiling.summary import summarise
-from yolodoctor.rundir import (
+from yolodoctor.record.events import read_events
+from yolodoctor.record.summary import summarise
+from yolodoctor.record.rundir import (
     exclusive_dir,
     low_disk,
     new_run_dir,

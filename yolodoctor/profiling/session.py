@@ -18,12 +18,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from yolodoctor.profile import EVENTS, SPEC
-from yolodoctor.profiling import bounds
-from yolodoctor.profiling.events import EventWriter
+from yolodoctor.record.profile import EVENTS, SPEC
+from yolodoctor.record import bounds
+from yolodoctor.record.events import EventWriter
 from yolodoctor.profiling.recorder import Recorder
 from yolodoctor.profiling.trace import TraceWindow
-from yolodoctor.rundir import write_json_atomic
+from yolodoctor.record.rundir import write_json_atomic
 
 ROLES = "roles.json"
 ENV_RUN_DIR = "YOLODOCTOR_RUN_DIR"

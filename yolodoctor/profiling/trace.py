@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-ACTIVE = 5
+from yolodoctor.record import bounds
+
+ACTIVE = bounds.ACTIVE
 SHORT_KERNEL_US = 10.0
 LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaGraphLaunch",
                 "cudaLaunchCooperativeKernel")

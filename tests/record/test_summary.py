@@ -1,5 +1,5 @@
-from yolodoctor.profiling import bounds
-from yolodoctor.profiling.summary import summarise
+from yolodoctor.record import bounds
+from yolodoctor.record.summary import summarise
 
 
 def steps(n, wait=0.01, compute=0.1, images=8):

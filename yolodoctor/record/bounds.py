@@ -29,6 +29,7 @@ MIN_STEPS = 30
 MIN_WINDOW = 10
 PREFETCH_FACTOR = 4
 RATE_TOLERANCE = 0.3  # the window's halves may differ this much in images/s (step times are noisy on a shared CPU)
+ACTIVE = 5  # the trace window's steps, at the end of a bounded profile (profiling/trace.py)
 MAX_FACTOR = 4  # a bounded profile extended for a draining queue runs at most this many times its default steps
 DRAIN_SHARE = 0.05  # a window whose queue supplies more than this share of its batches measures partly the queue
 
@@ -40,8 +41,6 @@ def prefetch_depth(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) 
 def default_steps(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) -> int:
     """MIN_STEPS without a loader queue, else SETTLE + one queue depth + two minimal windows; plus the trace window's
     steps."""
-    from yolodoctor.profiling.trace import ACTIVE
-
     depth = prefetch_depth(workers, prefetch_factor)
     return (max(MIN_STEPS, SETTLE + depth + 2 * MIN_WINDOW) if depth else MIN_STEPS) + ACTIVE
 

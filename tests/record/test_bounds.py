@@ -2,9 +2,9 @@
 
 import time
 
-from yolodoctor.profiling import bounds
+from yolodoctor.record import bounds
 from yolodoctor.profiling.recorder import endless, queued
-from yolodoctor.profiling.summary import summarise
+from yolodoctor.record.summary import summarise
 
 
 def run(ready, step_s=0.1, images=8, waits=None):

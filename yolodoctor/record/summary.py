@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable
 
-from yolodoctor.profiling import bounds
+from yolodoctor.record import bounds
 
 
 def steps_of(events: Iterable[dict]) -> list[dict]:
@@ -44,7 +44,7 @@ def settings_of(events: list[dict], train_index: int = 0) -> dict[str, Any]:
 
 
 def window_start(settings: dict[str, Any]) -> int:
-    """The fixed rule's first window step (profiling/bounds.py), from a run's effective settings."""
+    """The fixed rule's first window step (record/bounds.py), from a run's effective settings."""
     return bounds.window_start(settings.get("workers") or 0, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
 
 

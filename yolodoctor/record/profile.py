@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from yolodoctor.errors import InputError
-from yolodoctor.rundir import not_a_run_dir, open_regular, write_json_atomic
+from yolodoctor.record.rundir import not_a_run_dir, open_regular, write_json_atomic
 from yolodoctor.version import SCHEMA, __version__
 
 PROFILE = "profile.json"

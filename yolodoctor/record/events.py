@@ -64,7 +64,7 @@ def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
     from elsewhere may hold a FIFO or a link to /dev/zero), and a damaged file yields what can be read of it."""
     import zlib
 
-    from yolodoctor.rundir import open_regular
+    from yolodoctor.record.rundir import open_regular
 
     path = Path(path)
     gz = not path.exists() and Path(f"{path}.gz").exists()
