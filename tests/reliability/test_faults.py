@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from reliability_support import HERE, ROOT, env, has_step, one_line_error, snapshot, wait_for, yd, yd_popen
 
-from yolodoctor import profile as record
-from yolodoctor.profiling.events import read_events
+from yolodoctor.record import profile as record
+from yolodoctor.record.events import read_events
 
 pytestmark = pytest.mark.slow
 
@@ -238,8 +238,8 @@ def test_writers_survive_enospc(tmp_path, monkeypatch):
     roles file goes on; the final record's failure is one clear sentence."""
     from yolodoctor.errors import OutputError
     from yolodoctor.profiling import runner, session
-    from yolodoctor.profiling.events import EventWriter
-    from yolodoctor.rundir import write_json_atomic
+    from yolodoctor.record.events import EventWriter
+    from yolodoctor.record.rundir import write_json_atomic
 
     w = EventWriter("/dev/full")  # every write fails with ENOSPC
     for i in range(3):
