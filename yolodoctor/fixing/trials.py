@@ -84,8 +84,8 @@ def _profile_trial(c: Candidate, rep: int, run_dir: Path, base_args: dict[str, A
 
 
 def _loss_curve(run: Path) -> list[tuple[int, float]] | None:
-    from yolodoctor.profiling.events import read_events
-    from yolodoctor.profiling.summary import steps_of
+    from yolodoctor.record.events import read_events
+    from yolodoctor.record.summary import steps_of
 
     try:
         steps = sorted((e for e in steps_of(read_events(run / "events.jsonl")) if e.get("train_index", 0) == 0),
