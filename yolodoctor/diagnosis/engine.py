@@ -59,10 +59,8 @@ def _lookup(name: str, facts: dict[str, Any], item: dict[str, Any] | None) -> An
 class _Env:
     """One evaluation: the raw values (for the message and evidence) and the CEL context (for the expressions)."""
 
-    def __init__(self, form, names: list[str], facts: dict[str, Any], item: dict[str, Any] | None) -> None:
-        self.each = form.each
-        self.local = {n: _lookup(n, facts, item) for n in names}
-        self.values: dict[str, Any] = {}
+    def __init__(self, each: str | None, local: dict[str, Any], values: dict[str, Any] | None = None) -> None:
+        self.each, self.local, self.values = each, local, dict(values or {})
         self.ctx = self._context()
 
     def _context(self):
@@ -77,11 +75,8 @@ class _Env:
         return ctx
 
     def extend(self, names: list[str], facts: dict[str, Any], item: dict[str, Any] | None) -> _Env:
-        new = object.__new__(_Env)
-        new.each, new.values = self.each, dict(self.values)
-        new.local = {**self.local, **{n: _lookup(n, facts, item) for n in names}}
-        new.ctx = new._context()
-        return new
+        """The same evaluation, reading more facts (a case's own)."""
+        return _Env(self.each, {**self.local, **{n: _lookup(n, facts, item) for n in names}}, self.values)
 
     def set_value(self, name: str, prog) -> None:
         try:
@@ -145,7 +140,7 @@ def _one(rule: Rule, cf: CompiledForm, facts: dict[str, Any], item: dict[str, An
         if lacking:
             return None, Outcome(rule.id, "missing", ", ".join(lacking))
     try:
-        env = _Env(form, form.facts + form.optional, facts, item)
+        env = _Env(form.each, {n: _lookup(n, facts, item) for n in form.facts + form.optional})
         for name, prog in cf.values:
             env.set_value(name, prog)
         hit = _eval(cf.condition, env.ctx)
