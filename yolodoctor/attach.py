@@ -24,7 +24,7 @@ def attach(model: Any, *, out: str | Path | None = None, steps: int | str | None
            loader_seconds: float = 8.0, hz: float = 5.0) -> Path:
     from yolodoctor.profiling import hostprobe
     from yolodoctor.profiling.runner import finalise, make_run_dir
-    from yolodoctor.profiling.sampler import start_sampler, stop_sampler
+    from yolodoctor.profiling.sampler_process import start_sampler, stop_sampler
     from yolodoctor.profiling.session import Session
 
     run = make_run_dir(out)

@@ -8,19 +8,19 @@ import os
 if os.environ.get("BENCH_SAMPLER_DUTY"):
     import subprocess
 
-    from yolodoctor.profiling import sampler
+    from yolodoctor.profiling import sampler_process
 
-    _start, _duty = sampler.start_sampler, os.environ["BENCH_SAMPLER_DUTY"]
+    _start, _duty = sampler_process.start_sampler, os.environ["BENCH_SAMPLER_DUTY"]
 
     class _DutyPopen(subprocess.Popen):
         def __init__(self, cmd, *args, **kwargs):
             super().__init__([*cmd, "--duty", _duty], *args, **kwargs)
 
     def start_sampler(*args, **kwargs):
-        popen, sampler.subprocess.Popen = sampler.subprocess.Popen, _DutyPopen
+        popen, sampler_process.subprocess.Popen = sampler_process.subprocess.Popen, _DutyPopen
         try:
             return _start(*args, **kwargs)
         finally:
-            sampler.subprocess.Popen = popen
+            sampler_process.subprocess.Popen = popen
 
-    sampler.start_sampler = start_sampler
+    sampler_process.start_sampler = start_sampler

@@ -17,16 +17,10 @@ import pytest
 from fakes import H200, T4, FakeNvmlLib
 
 from yolodoctor.api.nvml import Nvml
-from yolodoctor.profiling.sampler import (
-    ProcReader,
-    Sampler,
-    parse_stat,
-    read_records,
-    role_from_cmdline,
-    start_sampler,
-    stop_sampler,
-    write_record,
-)
+from yolodoctor.profiling.procfs import ProcReader, parse_stat
+from yolodoctor.profiling.roles import role_from_cmdline
+from yolodoctor.profiling.sampler import Sampler, read_records, write_record
+from yolodoctor.profiling.sampler_process import start_sampler, stop_sampler
 
 CpuTimes = namedtuple("CpuTimes", "user nice system idle iowait irq softirq steal guest guest_nice")
 PCpu = namedtuple("PCpu", "user system children_user children_system")
@@ -401,7 +395,7 @@ def test_target_liveness(tmp_path):
     del world.procs[MAIN]
     assert not s.target_alive()
     gone = Sampler(999_999, psutil_mod=world, nvml=no_gpu(), proc=ProcReader(tmp_path))
-    assert gone.target is None and not gone.target_alive()
+    assert gone.tree.target is None and not gone.target_alive()
     assert gone.sample(0.0)["proc"] is None
 
 
@@ -419,7 +413,7 @@ def test_fast_path_reads_proc_directly(tmp_path):
     roles = tmp_path / "roles.json"
     roles.write_text(json.dumps({"1001": "train_worker", "1002": "val_worker"}))
     s = make(world, tmp_path, proc=reader, roles_path=roles)
-    assert s.fast and s.start_record(0.0, BOOT)["proc_source"] == "proc"
+    assert s.tree.fast and s.start_record(0.0, BOOT)["proc_source"] == "proc"
     write_proc(root, MAIN, ppid=1, ticks=150, threads=12, rss_pages=262_144)  # 1.5 s of CPU in 2 s, 1 GiB
     write_proc(root, 1001, ppid=MAIN, ticks=190, name="pt_data_worker", read_bytes=20_000_000)
     write_proc(root, 1004, ppid=MAIN, ticks=40)
@@ -508,7 +502,7 @@ def test_without_uuid_the_first_visible_gpu(tmp_path):
     lib = FakeNvmlLib([T4, H200])
     s = make(FakePsutil(), tmp_path, nvml=Nvml.open(lib), environ={"CUDA_VISIBLE_DEVICES": "1"})
     assert s.start_record(0.0, BOOT)["gpu"]["name"] == "NVIDIA H200"
-    assert s.gpu_match == "first_visible"
+    assert s.gpu.match == "first_visible"
 
 
 def test_nvml_call_failing_mid_run_nulls_that_field_only(tmp_path):
@@ -597,7 +591,7 @@ def test_duty_cycle_samples_in_blocks_and_marks_each_switch(tmp_path):
 
 @pytest.mark.parametrize("text", ["1", "a,b", "0,1", "1,-1", "1,2,3"])
 def test_a_bad_duty_is_refused(text):
-    from yolodoctor.profiling.sampler import parse_duty
+    from yolodoctor.profiling.sampler_process import parse_duty
 
     with pytest.raises(ValueError, match="--duty"):
         parse_duty(text)

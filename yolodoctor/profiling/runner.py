@@ -73,7 +73,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     builds (inject/__init__.py), so the program's file is never edited."""
     if overrides and not command:
         args = {**(args or {}), **overrides}
-    from yolodoctor.profiling.sampler import start_sampler, stop_sampler
+    from yolodoctor.profiling.sampler_process import start_sampler, stop_sampler
     from yolodoctor.profiling.session import ENV_RUN_DIR
 
     mode = "script" if command else "args"
