@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from yolodoctor.profiling import bounds
+from yolodoctor.record import bounds
 
 SHARE = 0.25  # for a training of MIN_EPOCHS or more, verify may cost this share of what the plan can save
 MIN_EPOCHS = 10
