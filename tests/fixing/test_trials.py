@@ -797,7 +797,7 @@ def test_apply_with_nothing_kept_does_not_relaunch_the_same_training(tmp_path, m
 
     from click.testing import CliRunner
 
-    import yolodoctor.commands.fix as fix
+    import yolodoctor.fixing.apply as apply
     import yolodoctor.fixing.trials as trials
     from yolodoctor.cli import cli
 
@@ -812,7 +812,7 @@ def test_apply_with_nothing_kept_does_not_relaunch_the_same_training(tmp_path, m
         return TrialReport([], v, None, [])
     relaunched = []
     monkeypatch.setattr(trials, "run_trials", fake)
-    monkeypatch.setattr(fix, "_apply", lambda *a, **k: relaunched.append(a) or {})
+    monkeypatch.setattr(apply, "relaunch", lambda *a, **k: relaunched.append(a) or {})
     r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--apply", "--yes", "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
