@@ -41,7 +41,8 @@ def no_command(ctx: Ctx, name: str) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="yolodoctor")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.option("--debug", is_flag=True, help="Show tracebacks, and the training process's whole output (torch's and the "
+                                            "profiler's own log included).")
 @click.pass_context
 def cli(click_ctx: click.Context, debug: bool) -> None:
     """Find out why an Ultralytics YOLO training run is slow, and fix it."""
@@ -107,7 +108,7 @@ def profile(ctx: Ctx, train_args: tuple[str, ...], steps: int | None, whole: boo
 
     sys.exit(run(list(train_args), command=ctx.command, steps=-1 if whole else steps, out=out, trace=not no_trace,
                  loader_seconds=loader_seconds, hz=sample_hz, gpu_telemetry=not no_gpu_telemetry, as_json=as_json,
-                 fail_on=Severity.parse(fail_on)))
+                 fail_on=Severity.parse(fail_on), debug=ctx.debug))
 
 
 @cli.command()
@@ -195,7 +196,8 @@ def fix(ctx: Ctx, run_dir: Path | None, allow_unsafe: bool, verify: bool, apply:
     from yolodoctor.commands.fix import run
 
     sys.exit(run(run_dir, allow_unsafe=allow_unsafe, as_json=as_json, rule_dirs=list(rule_dirs), verify=verify,
-                 apply=apply, tries=list(tries), reps=reps, max_reps=max_reps, yes=yes, budget=budget))
+                 apply=apply, tries=list(tries), reps=reps, max_reps=max_reps, yes=yes, budget=budget,
+                 debug=ctx.debug))
 
 
 @cli.command("make-dataset")
@@ -227,11 +229,11 @@ def make_dataset(ctx: Ctx, out_dir: Path, images: int, val_images: int | None, s
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def demo(ctx: Ctx, work_dir: Path, as_json: bool) -> None:
-    """Make a small synthetic dataset, check it, and show the report."""
+    """The whole product on a planted bottleneck: check, profile, diagnose, fix --verify (about 90 s on 2 cores)."""
     no_command(ctx, "demo")
     from yolodoctor.commands.demo import run
 
-    sys.exit(run(work_dir, as_json=as_json))
+    sys.exit(run(work_dir, as_json=as_json, debug=ctx.debug))
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -43,8 +43,15 @@ def test_import_is_light():
     (["make-dataset", "/tmp/x", "--size", "12x3"], "--size"),
     (["make-dataset", "/tmp/x", "--seed", "-1"], "--seed"),
     (["diagnose", "pyproject.toml"], "pyproject.toml is a file, not a run directory"),
-    (["profile", "model=nothere.pt", "--steps", "2"], "offline nothing can be downloaded"),
-    (["profile", "--out", "pyproject.toml/run", "--steps", "2"], "pyproject.toml is a file, not a folder"),
+    (["profile", f"data={FIXTURES / 'ok-detect' / 'data.yaml'}", "model=nothere.pt", "--steps", "2"],
+     "offline nothing can be downloaded"),
+    (["profile", f"data={FIXTURES / 'ok-detect' / 'data.yaml'}", "--out", "pyproject.toml/run", "--steps", "2"],
+     "pyproject.toml is a file, not a folder"),
+    # no data=: Ultralytics would train on its own sample dataset (and offline fail as a crashed training)
+    (["profile", "model=yolo11n.yaml", "--steps", "2"], "give data=DATA.yaml"),
+    # a model file that is not there is an input error whatever its suffix (a .yaml was a crashed training, exit 1)
+    (["profile", f"data={FIXTURES / 'ok-detect' / 'data.yaml'}", "model=/tmp/nosuch.yaml"], "model=/tmp/nosuch.yaml"),
+    (["profile", f"data={FIXTURES / 'ok-detect' / 'data.yaml'}", "model=nosuch-n.yaml"], "no such file"),
     (["make-dataset", "/tmp/x", "--size", "100000x100000"], "from 32 to 8192"),
     (["profile", "--loader-seconds", "nan"], "not a finite number"),
     (["profile", "--sample-hz", "inf"], "--sample-hz"),

@@ -74,7 +74,9 @@ def test_bounded_profile_writes_a_rereadable_record(dataset, tmp_path):
 
 def test_crash_is_recorded_incomplete(dataset, tmp_path):
     out = tmp_path / "crash"
-    p = yd("profile", *train_args(dataset, tmp_path), "model=no-such-model.yaml", "--out", out, cwd=tmp_path)
+    broken = tmp_path / "broken.yaml"  # a model configuration that is there, and that Ultralytics cannot build
+    broken.write_text("nc: 2\nbackbone:\n  - [-1, 1, NoSuchLayer, [16]]\nhead: []\n")
+    p = yd("profile", *train_args(dataset, tmp_path), f"model={broken}", "--out", out, cwd=tmp_path)
     assert p.returncode == 1 and "Traceback" not in p.stdout
     prof = record.load(out)
     assert prof.status == "incomplete" and prof.reason.startswith("crashed")
@@ -109,6 +111,14 @@ def test_trace_window_and_loader_capacity_on_cpu(dataset, tmp_path):
     args = [f"data={dataset}", "imgsz=64", "batch=4", "epochs=3", "plots=False", f"project={tmp_path / 'ul'}"]
     p = yd("profile", *args, "--steps", "16", "--loader-seconds", "1.5", "--out", out, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
+    # nothing of the profiler's own log (kineto's USDT profiler_start/stop lines) on the terminal, nor in the
+    # training's output kept in the run directory; the training's (quiet) output is not shown without --debug
+    for text in (p.stderr, (out / "output.log").read_text()):
+        assert "USDT" not in text and "profiler_start" not in text and "SyncActivityProfilerHandler" not in text
+    # 16 steps hold no steady window: its rate is not shown as a steady one, and the verdict says so
+    rows = [line.split("  ")[0] for line in p.stdout.splitlines()]
+    assert "steady rate" not in rows and "rate (not steady)" in rows and "Verdict:" in p.stdout
+    assert "Not a steady figure" in p.stdout
     prof = record.load(out)
     assert prof.trace["first_step"] == 11 and prof.trace["steps"] == 5  # the last five of 16 steps
     assert prof.trace["summary"]["cpu_ops_per_step"] > 100 and prof.trace["summary"]["cuda"] is False

@@ -11,7 +11,7 @@ SUMMARY = [
     ("device", "env.device_kind"), ("dataset", "dataset.yaml"), ("task", "dataset.task"),
     ("train images", "dataset.images.train"), ("val images", "dataset.images.val"),
     ("usable cores", "cpu.usable"), ("workers (effective)", "loader.workers_effective"),
-    ("read MB/s", "io.read_mb_s"), ("read cache state", "io.cache_state"), ("decode ms/image", "io.decode_ms_median"),
+    ("read speed", "io.read_mb_s"), ("read cache state", "io.cache_state"), ("decode per image", "io.decode_ms_median"),
     ("images/s per loader core", "io.images_per_s_per_core"),
 ]
 

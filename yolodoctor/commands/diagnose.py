@@ -6,12 +6,14 @@ from yolodoctor.presentation import report
 from yolodoctor.errors import UsageError
 from yolodoctor.findings import Severity, exit_code
 
+# (label, fact): shown in human units (report.human)
 FACT_KEYS = [
-    ("complete", "run.complete"), ("device", "run.device"), ("steady images/s", "run.images_per_s"),
-    ("window valid", "run.window_valid"), ("data-wait share", "run.data_wait_share"), ("step s", "run.step_s"),
-    ("loader alone images/s", "loader.capacity_images_per_s"), ("GPU util (NVML) %", "gpu.util_mean"),
+    ("complete", "run.complete"), ("device", "run.device"), ("steady rate", "run.images_per_s"),
+    ("window valid", "run.window_valid"), ("data wait", "run.data_wait_share"), ("median step", "run.step_s"),
+    ("batch", "run.batch"), ("workers", "settings.workers"), ("precision", "settings.precision"),
+    ("loader alone", "loader.capacity_images_per_s"), ("GPU util (NVML)", "gpu.util_mean"),
     ("GPU busy (trace)", "trace.gpu_busy_share"), ("kernels/step", "trace.kernels_per_step"),
-    ("training thread CPU %", "cpu.train_thread_pct"), ("peak GPU memory", "gpu.mem_fraction_peak"),
+    ("training thread CPU", "cpu.train_thread_pct"), ("peak GPU memory", "gpu.mem_fraction_peak"),
 ]
 
 
@@ -19,20 +21,31 @@ def run_diagnose(run_dir, *, rule_dirs, as_json: bool, fail_on: Severity, explai
     from yolodoctor.console import stdout_console
     from yolodoctor.diagnosis.diagnose import diagnose
 
+    from yolodoctor.presentation.verdict import verdict
+
     d = diagnose(run_dir, rule_dirs)
     findings = d.reported  # how the run ended, as profile said it (a crash, an OOM), then the diagnosis
+    v = verdict(d.facts, findings, d.run_dir, d.profile)
     if as_json:
         report.dump_json(report.envelope("diagnose", findings, d.facts, run_dir=str(d.run_dir),
-                                         status=d.profile.status, reason=d.profile.reason,
+                                         status=d.profile.status, reason=d.profile.reason, verdict=v.to_dict(),
                                          silent=[o.__dict__ for o in d.outcomes if o.state != "fired"]
                                          if explain else None))
     else:
+        from rich.markup import escape
+
         out = stdout_console()
         out.rule(f"[bold]yolodoctor diagnose: {d.run_dir}")
-        report.render_facts(out, d.facts, FACT_KEYS)
+        report.render_verdict(out, v)
+        keys = [("rate (not steady)", k) if k == "run.images_per_s" and d.facts.get("run.window_valid") is False
+                else (label, k) for label, k in FACT_KEYS]
+        report.render_facts(out, d.facts, keys, report.setting_notes(
+            d.facts, d.profile.args if d.profile.mode == "args" else None))
         if d.profile.status != "complete":
-            out.print(f"[yellow]profile incomplete:[/] {d.profile.reason}")
+            out.print(f"[yellow]profile incomplete:[/] {escape(str(d.profile.reason))}")
         report.render_findings(out, findings, "Diagnosis (most time saved first)", group=False)
+        if v.next:
+            out.print(f"next: [cyan]{escape(v.next)}[/]")
         if explain:
             for o in d.outcomes:
                 if o.state != "fired":

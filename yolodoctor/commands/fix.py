@@ -39,8 +39,9 @@ def user_candidates(words: list[str], settings: dict[str, Any]):
 
 def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=None, verify: bool = False,
         apply: bool = False, tries: list[str] | None = None, reps: int = 2, max_reps: int | None = None,
-        yes: bool = False, budget: float | None = None) -> int:
-    from yolodoctor.console import stderr_console, stdout_console
+        yes: bool = False, budget: float | None = None, debug: bool = False) -> int:
+    from yolodoctor.console import echo_to, stderr_console, stdout_console, training_status
+    from yolodoctor.profiling.watch import watching
     from yolodoctor.diagnosis.diagnose import diagnose
     from yolodoctor.fixing.planner import cuda_graphs_refusal, plan as make_plan
     from yolodoctor.fixing.apply import fresh_dir, planned_images, relaunch, seed_of
@@ -81,21 +82,21 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
     if apply and not verify and any(c.changes_training for c in chosen):
         raise UsageError("the plan changes what is optimised (" + ", ".join(f"{c.key}={c.after}" for c in chosen
                          if c.changes_training) + "): --apply it with --verify, so that a loss-parity trial checks it")
+    cands = None
     if verify and p.changes:
-        from yolodoctor.fixing.trials import run_trials
-
         from yolodoctor.fixing.candidates import candidates
 
-        st = d.profile.settings or {}
         cands, top, est = _design(candidates(p), reps, max(max_reps or reps, reps), d.profile, p, budget, log)
-        trials = run_trials(dict(replay), p, out_dir=fresh_dir(run_dir.parent / f"trials-{run_dir.name}"), reps=reps,
-                            max_reps=top, log=log, command=command, planned_images=planned_images(st),
-                            seed=seed_of(st, replay), cands=cands)
+        trials = verify_plan(replay, p, d.profile, run_dir, cands, reps=reps, max_reps=top, log=log, command=command,
+                             err=err, debug=debug)
         trials.estimate = est
         chosen = trials.kept
     applied = None
     if apply and chosen:
-        applied = relaunch(replay, chosen, run_dir, log, command)
+        # a script's own output is shown, as `profile` shows it; Ultralytics' (quiet) log only under --debug
+        with training_status(err, "applying: the whole training") as show, \
+                watching(progress=show, echo=echo_to(err) if command or debug else None, debug=debug):
+            applied = relaunch(replay, chosen, run_dir, log, command)
     elif apply:  # nothing to change: relaunching the same training would only repeat it
         why = ("fix --verify kept no change: the original arguments stand" if verify and p.changes else
                "the plan holds no change: the original arguments stand")
@@ -104,12 +105,13 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
                    "rolled_back": False, "attempts": [], "changes": []}
     if as_json:
         report.dump_json(report.envelope("fix", d.findings, d.facts, run_dir=str(run_dir), plan=p.to_dict(),
-                                         trials=trials.to_dict() if trials else [], applied=applied))
+                                         trials=trials.to_dict() if trials else [], applied=applied,
+                                         speedups=speedups(trials, cands) if trials else {}))
         return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
     out = stdout_console()
     _print_plan(out, run_dir, p)
     if trials:
-        _print_trials(out, trials)
+        print_trials(out, trials, cands, (d.profile.settings or {}).get("images_per_epoch"))
     if applied and not applied.get("relaunched", True):
         out.print(f"\n[bold]not relaunched[/]: {applied['why']}" + (
             " (tried and measured: " + ", ".join(f"{v.candidate} {v.gain:+.0%}" for v in trials.verdicts[1:]
@@ -118,6 +120,68 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
         out.print(f"\n[bold]applied[/]: {applied['run_dir']} ({applied['status']})"
                   + (f" - [yellow]rolled back[/]: {applied['rollback_reason']}" if applied["rolled_back"] else ""))
     return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
+
+
+def verify_plan(replay: dict[str, Any], plan, profile, run_dir: Path, cands, *, reps: int, max_reps: int, log,
+                command: list[str] | None = None, err=None, debug: bool = False, steps: int | str = "auto"):
+    """`fix --verify`'s trials of ``cands`` (fixing/trials.py), each a bounded profile of the training recorded in
+    ``run_dir``, with a spinner on ``err`` saying which trial runs and how far it is. The trials' own output (
+    Ultralytics' progress bars, a script's prints) stays in each trial's output.log (shown under --debug)."""
+    from yolodoctor.console import echo_to, status, stderr_console
+    from yolodoctor.fixing.apply import fresh_dir, planned_images, seed_of
+    from yolodoctor.fixing.trials import run_trials
+    from yolodoctor.profiling.watch import watching
+
+    err = err or stderr_console()
+    st = profile.settings or {}
+    total = len(cands) * reps
+    seen: list[str] = []
+    with status(err, "verifying: starting the first trial") as update:
+        def progress(p) -> None:
+            if str(p.run_dir) not in seen:
+                seen.append(str(p.run_dir))
+            of = f"{len(seen)}/{total}" if len(seen) <= total else f"{len(seen)}, a repeat to decide"
+            update(f"verifying, trial {of} ({p.run_dir.name}): {p.describe()}")
+
+        with watching(progress=progress, echo=echo_to(err) if debug else None, debug=debug):
+            return run_trials(dict(replay), plan, out_dir=fresh_dir(run_dir.parent / f"trials-{run_dir.name}"),
+                              reps=reps, max_reps=max_reps, log=log, command=command, steps=steps,
+                              planned_images=planned_images(st), seed=seed_of(st, replay), cands=cands)
+
+
+def speedups(t, cands) -> dict[str, dict[str, float | str | None]]:
+    """Each candidate's speed over what it is measured against (its reference, else the baseline): the ratio of the
+    median images/s, and its 95% interval where the trials measured their noise: the same t-test as the verdict's
+    threshold (fixing/judge.Noise: each side at the pooled deviation, or its own where that is larger), taken on the
+    log of the ratio. The interval is one look: the verdict's pairs rule and 3% floor stay stricter."""
+    import math
+    import statistics
+
+    from yolodoctor.fixing.parity import t975
+
+    ok: dict[str, list[float]] = {}
+    for r in t.runs:
+        if r.status == "complete" and r.images_per_s:
+            ok.setdefault(r.candidate, []).append(r.images_per_s)
+    against = {c.name: c.against for c in cands or []}
+    noise = t.noise
+    out: dict[str, dict[str, float | str | None]] = {}
+    for v in t.verdicts[1:]:
+        ref = against.get(v.candidate, "baseline")
+        a, b = ok.get(v.candidate, []), ok.get(ref, [])
+        if not a or not b:
+            continue
+        factor = statistics.median(a) / statistics.median(b)
+        lo = hi = None
+        if noise is not None and noise.deviation and noise.df >= 1:
+            def dev(g: list[float]) -> float:
+                own = statistics.stdev(g) / statistics.fmean(g) if len(g) >= 2 else 0.0
+                return max(noise.deviation, own)
+
+            half = t975(noise.df) * math.sqrt(sum(dev(g) ** 2 / len(g) for g in (a, b)))
+            lo, hi = factor * math.exp(-half), factor * math.exp(half)
+        out[v.candidate] = {"over": ref, "factor": factor, "low": lo, "high": hi}
+    return out
 
 
 def _design(cands, reps: int, max_reps: int, profile, plan, budget: float | None, log):
@@ -170,15 +234,30 @@ def _print_plan(out, run_dir, p) -> None:
         out.print(f"[dim]not planned: {x['key']} - {x['reason']}[/]")
 
 
-def _print_trials(out, t) -> None:
+def print_trials(out, t, cands=None, images_per_epoch: float | None = None) -> None:
+    """The trials' verdicts: each candidate's median images/s and seconds per epoch, its speed-up over what it is
+    measured against as a factor with its 95% interval, whether it is kept; then why, one line each."""
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table("candidate", "runs", "median images/s", "gain", "kept", "why",
+    ups = speedups(t, cands)
+    table = Table("candidate", "runs", "images/s", "s/epoch", "speed-up (95% interval)", "kept",
                   title="Trials (interleaved, repeated)")
     for v in t.verdicts:
-        table.add_row(v.candidate, str(v.runs), f"{v.median:.1f}" if v.median else "-",
-                      f"{v.gain:+.1%}" if v.gain is not None else "-", "yes" if v.kept else "no", v.why)
+        per_epoch = f"{images_per_epoch / v.median:.1f}" if v.median and images_per_epoch else "-"
+        up = ups.get(v.candidate)
+        if v.candidate == "baseline":
+            factor = "1x (reference)" if v.median else "-"
+        elif up is None:
+            factor = "-"
+        else:
+            factor = f"{up['factor']:.2f}x" + (f" ({up['low']:.2f}-{up['high']:.2f})" if up["low"] else "") + (
+                f" over {up['over']}" if up["over"] != "baseline" else "")
+        table.add_row(escape(v.candidate), str(v.runs), f"{v.median:.1f}" if v.median else "-", per_epoch, factor,
+                      "[green]yes[/]" if v.kept else "no")
     out.print(table)
+    for v in t.verdicts:
+        out.print(f"[bold]{escape(v.candidate)}[/]: {escape(v.why)}")
     if t.noise and t.noise.deviation:
         out.print(f"[dim]Run-to-run noise: {t.noise.deviation:.1%} (relative deviation pooled over the configurations "
                   f"that ran twice or more, {t.noise.df} degrees of freedom); thresholds are a t-test's at 97.5%.[/]")
@@ -206,3 +285,6 @@ def _print_trials(out, t) -> None:
                   f"each took {min(ms):.0f} to {max(ms):.0f} ms): on a shared machine a small gain or loss can be the "
                   "machine's, not the change's. The interleaved order spreads it over every candidate; more --reps "
                   "(or --max-reps) narrow it.[/]")
+
+
+_print_trials = print_trials  # the name the trial tests know

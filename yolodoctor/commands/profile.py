@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from yolodoctor.presentation import report
 from yolodoctor.findings import Severity, exit_code
 from yolodoctor.record.profile import Profile
 
+# (label, key): keys of flat(profile) and of the diagnosis' facts; values shown in human units (report.human)
 SUMMARY = [
     ("status", "status"), ("reason", "reason"), ("steps", "summary.steps"), ("images", "summary.images"),
-    ("steady images/s", "summary.images_per_s"), ("data-wait share", "summary.data_wait_share"),
-    ("median step s", "summary.step_s_median"), ("device", "settings.device"), ("batch", "settings.batch"),
-    ("workers", "settings.workers"), ("precision", "settings.precision"), ("compile active", "settings.compile_active"),
-    ("loader alone images/s", "loader_capacity.images_per_s"), ("trace kernels/step", "trace.kernels_per_step"),
-    ("trace GPU busy ms/step", "trace.kernel_busy_ms_per_step"), ("trace launches/step", "trace.launches_per_step"),
+    ("steady rate", "summary.images_per_s"), ("data wait", "summary.data_wait_share"),
+    ("median step", "summary.step_s_median"), ("device", "settings.device"), ("batch", "run.batch"),
+    ("workers", "settings.workers"), ("precision", "settings.precision"), ("cache", "settings.cache"),
+    ("compile active", "settings.compile_active"), ("loader alone", "loader_capacity.images_per_s"),
+    ("trace kernels/step", "trace.kernels_per_step"), ("trace GPU busy/step", "trace.kernel_busy_ms_per_step"),
+    ("trace launches/step", "trace.launches_per_step"),
 ]
 
 
@@ -25,37 +29,76 @@ def flat(p: Profile) -> dict:
     return d
 
 
+def summary_rows(prof: Profile, facts: dict[str, Any], keys=SUMMARY) -> tuple[dict, list, dict]:
+    """The profile's table: its values, its (label, key) rows - the rate marked as not steady where the window could
+    not be trusted, with no such figure passed off as steady - and the notes beside the settings Ultralytics changed."""
+    values = {**flat(prof), **{k: v for k, v in facts.items() if k.startswith("run.")}}
+    if values.get("settings.cache") in (None, False):
+        values["settings.cache"] = "none"
+    notes = report.setting_notes(facts, prof.args if prof.mode == "args" else None)
+    rows = list(keys)
+    window = (prof.summary or {}).get("window") or {}
+    if window.get("valid") is False:
+        rows = [("rate (not steady)", k) if k == "summary.images_per_s" else (label, k) for label, k in rows]
+        notes["summary.images_per_s"] = "no steady window: not the training's rate (see the verdict)"
+    return values, rows, notes
+
+
 def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Severity, trace: bool = True,
         loader_seconds: float = 8.0, command: list[str] | None = None, hz: float = 5.0,
-        gpu_telemetry: bool = True) -> int:
+        gpu_telemetry: bool = True, debug: bool = False) -> int:
     from yolodoctor import trainargs
-    from yolodoctor.console import stderr_console, stdout_console
+    from yolodoctor.commands import preflight
+    from yolodoctor.console import echo_to, status, stderr_console, stdout_console, training_status
     from yolodoctor.profiling.runner import exit_code_for, run_profile
+    from yolodoctor.profiling.watch import watching
 
-    user = trainargs.parse_kv(words) if not command else {}
-    args = {"model": trainargs.DEFAULT_MODEL, **user} if not command else None
-    check_facts = None
-    if args:
+    err = stderr_console()
+    check_facts, args = None, None
+    if command:
+        preflight.check_interpreter(command)  # a Python without Ultralytics: exit 2, before any run directory
+    else:
+        with status(err, "reading the train arguments (loading Ultralytics)"):
+            user = trainargs.parse_kv(words)
+        preflight.require_data(user)
+        args = {"model": trainargs.DEFAULT_MODEL, **user}
+        from yolodoctor.check.environment import env_flag
+        from yolodoctor.errors import InputError
+
+        why = preflight.missing_model(str(args["model"]), offline=env_flag("YOLO_OFFLINE"))
+        if why:
+            raise InputError(why)
         from yolodoctor.check.run import quick_check
 
-        check_facts = quick_check(user, trainargs.effective(user))  # a data.yaml that cannot load: exit 2
-    err = stderr_console()
-    run_dir, prof = run_profile(args, command=command, check_facts=check_facts, steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
-                                loader_seconds=loader_seconds, hz=hz, gpu_telemetry=gpu_telemetry,
-                                log=lambda m: err.print(f"[dim]{m}[/]"))
+        with status(err, "checking the dataset, the machine and the settings"):
+            check_facts = quick_check(user, trainargs.effective(user))  # a data.yaml that cannot load: exit 2
+    # a script's own output is the user's; the training child's in KEY=VALUE mode is Ultralytics' (quiet) log and
+    # torch's warnings: shown under --debug only, always kept in the run directory's output.log
+    echo = echo_to(err) if command or debug else None
+    with training_status(err, "profiling") as show, watching(progress=show, echo=echo, debug=debug):
+        run_dir, prof = run_profile(args, command=command, check_facts=check_facts,
+                                    steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
+                                    loader_seconds=loader_seconds, hz=hz, gpu_telemetry=gpu_telemetry,
+                                    log=lambda m: err.print(f"[dim]{m}[/]"))
     from yolodoctor.diagnosis.diagnose import diagnose
+    from yolodoctor.presentation.verdict import verdict
 
     diag = diagnose(run_dir)
     findings = diag.reported
+    v = verdict(diag.facts, findings, run_dir, prof)
     if as_json:
         report.dump_json(report.envelope("profile", findings, diag.facts, run_dir=str(run_dir),
-                                         profile=prof.model_dump(by_alias=True, mode="json")))
+                                         profile=prof.model_dump(by_alias=True, mode="json"), verdict=v.to_dict()))
     else:
         o = stdout_console()
         o.rule(f"[bold]yolodoctor profile: {run_dir}")
-        report.render_facts(o, flat(prof), SUMMARY)
-        if not prof.summary.get("window", {}).get("valid", True):
-            o.print(f"[yellow]window too short to conclude:[/] {prof.summary['window']['why']}")
+        report.render_verdict(o, v)
+        values, rows, notes = summary_rows(prof, diag.facts)
+        report.render_facts(o, values, rows, notes)
         report.render_findings(o, findings, "Diagnosis (most time saved first)", group=False)
+        if v.next:
+            from rich.markup import escape
+
+            o.print(f"next: [cyan]{escape(v.next)}[/]")
     code = exit_code_for(prof)
     return code if code else exit_code(findings, fail_on)

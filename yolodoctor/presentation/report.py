@@ -49,10 +49,43 @@ def _finite(v: Any) -> Any:
     return v
 
 
-def _short(v: Any) -> Any:
+# facts in bytes (the catalogue's "bytes" and "RAM"/"memory" figures), shown in GB
+BYTES = {"gpu.mem_total", "gpu.mem_used_max", "gpu.torch_reserved_max", "gpu.torch_allocated_max", "gpu.mem_per_image",
+         "mem.available_min", "mem.shm_free_min", "ram.available", "shm.free", "cache.ram_bytes", "cache.ram_required",
+         "loader.prefetch_bytes", "mem_total", "mem_used_max", "mem_per_image"}
+
+
+def human(key: str, v: Any) -> str:
+    """A fact's value as a person reads it, by what its name says it is: shares in percent, times in ms or s, bytes
+    in GB or MB, rates with their unit; other numbers to 4 significant digits, flags as yes/no."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if not isinstance(v, (int, float)) or not math.isfinite(v):
+        return ", ".join(map(str, v)) if isinstance(v, list) else str(v)
+    name = key.rsplit(".", 1)[-1]
+    if name.endswith(("_share", "_fraction", "_fraction_peak")) or name in ("share", "val_share"):
+        p = 100 * v
+        return f"{p:.1f}%" if 0 < abs(p) < 10 else f"{p:.0f}%"
+    if name.endswith(("_pct", "util_mean")) or name == "pct":
+        of = " of a core" if key.startswith("cpu.") and name not in ("total_pct", "iowait_pct") else ""
+        return (f"{v:.0f}%" if abs(v) >= 10 else f"{v:.1f}%") + of
+    if key in BYTES or name in BYTES or name.endswith("_bytes"):  # GB as Ultralytics and nvidia-smi count them
+        return f"{v / (1 << 30):.1f} GB" if abs(v) >= 1 << 30 else f"{v / (1 << 20):.0f} MB"
+    if name.endswith("_gb"):
+        return f"{v:.1f} GB"
+    if name.endswith(("_ms", "_ms_median", "_ms_per_step")) or name in ("ms", "decode_ms"):
+        return f"{v:.1f} ms" if abs(v) < 100 else f"{v:.0f} ms"
+    if name.endswith(("images_per_s", "images_per_s_median")):
+        return f"{v:.1f} images/s"
+    if name.endswith("_mb_s"):
+        return f"{v:.0f} MB/s"
+    if name.endswith(("_s", "_s_median", "seconds")) or name == "s":
+        return f"{v * 1000:.0f} ms" if abs(v) < 1 else f"{v:.1f} s"
+    if name == "headroom":
+        return f"{v:.2f}x"
     if isinstance(v, float):
-        return f"{v:.4g}"
-    return v
+        return f"{v:.0f}" if v.is_integer() else f"{v:.4g}"
+    return str(v)
 
 
 def render_findings(console, findings: list[Finding], title: str, group: bool = True) -> None:
@@ -116,18 +149,81 @@ def _evidence_lines(ev: dict[str, Any], limit: int = 6) -> str:
             if len(v) > limit:
                 lines.append(f"  ... {len(v) - limit} more")
         else:
-            text = json.dumps(_short(v), default=_jsonable) if not isinstance(v, str) else v
-            text = text.strip('"') if isinstance(_short(v), str) and not isinstance(v, str) else text
+            if isinstance(v, str):
+                text = v
+            elif isinstance(v, (bool, int, float)):
+                text = human(k, v)
+            else:
+                text = json.dumps(v, default=_jsonable)
             lines.append(f"{k}: {text if len(text) < 160 else text[:157] + '...'}")
     return "\n".join(lines)
 
 
-def render_facts(console, facts: dict[str, Any], keys: list[tuple[str, str]]) -> None:
+def render_facts(console, facts: dict[str, Any], keys: list[tuple[str, str]],
+                 notes: dict[str, str] | None = None) -> None:
+    """A table of facts, each in human units (``human``), with a note beside those in ``notes`` (by key)."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(show_header=False, box=None, pad_edge=False)
     for label, key in keys:
         if facts.get(key) is not None:
-            v = facts[key]
-            table.add_row(f"[dim]{label}[/]", ", ".join(map(str, v)) if isinstance(v, list) else str(_short(v)))
+            note = (notes or {}).get(key)
+            table.add_row(f"[dim]{escape(label)}[/]", escape(human(key, facts[key]))
+                          + (f"  [yellow]{escape(note)}[/]" if note else ""))
     console.print(table)
+
+
+def render_verdict(console, v) -> None:
+    """The headline (presentation/verdict.py): the bound, its share and evidence, and what to run next."""
+    from rich.markup import escape
+    from rich.panel import Panel
+
+    style = "green" if v.healthy else "red" if v.bound == "failed" else "yellow" if v.bound != "unknown" else "dim"
+    lines = [f"[bold]{escape(v.headline)}[/]"]
+    if v.evidence:
+        lines.append("[dim]" + escape("; ".join(v.evidence)) + "[/]")
+    if v.caveat:
+        lines.append(f"[yellow]{escape(v.caveat[:1].upper() + v.caveat[1:])}.[/]")
+    if v.healthy:
+        lines.append(f"[green]{escape(v.next_why[:1].upper() + v.next_why[1:])}.[/]")
+    elif v.next:
+        lines.append(f"[bold]next:[/] [cyan]{escape(v.next)}[/]" + (f"  [dim]({escape(v.next_why)})[/]"
+                                                                     if v.next_why else ""))
+    elif v.next_why:
+        lines.append(f"[dim]{escape(v.next_why)}[/]")
+    console.print(Panel("\n".join(lines), title=f"[bold]Verdict: {escape(v.title)}", title_align="left",
+                        border_style=style, expand=True))
+
+
+def setting_notes(facts: dict[str, Any], given: dict[str, Any] | None = None) -> dict[str, str]:
+    """For each setting Ultralytics ran otherwise than asked, who changed it and why, by the key the profile's table
+    shows it under (``settings.*``). ``given``: the train arguments the user gave (else a value is Ultralytics'
+    default)."""
+    given = given or {}
+    out: dict[str, str] = {}
+
+    def asked(key: str, value: Any) -> str:
+        return f"changed by Ultralytics from {key}={value}, " + ("asked" if key in given else "its default")
+
+    w_asked, w_ran = facts.get("settings.workers_asked"), facts.get("settings.workers")
+    if isinstance(w_asked, (int, float)) and isinstance(w_ran, (int, float)) and w_ran < w_asked:
+        why = facts.get("settings.workers_why") or "Ultralytics' cap"
+        out["settings.workers"] = f"{asked('workers', int(w_asked))}: {why}"
+    b_asked, b_ran = facts.get("settings.batch_requested"), facts.get("run.batch")
+    if isinstance(b_asked, (int, float)) and isinstance(b_ran, (int, float)) and b_ran != b_asked:
+        b_text = f"{b_asked:g}"
+        if facts.get("run.oom_retries"):
+            out["run.batch"] = (f"{asked('batch', b_text)}: it halved the batch after running out of memory")
+        elif b_asked <= 0 or b_asked < 1:
+            out["run.batch"] = f"{asked('batch', b_text)}: AutoBatch chose it"
+    amp, precision = facts.get("settings.amp_requested"), facts.get("settings.precision")
+    if amp in ("true", "fp16", "bf16") and precision == "fp32":
+        why = facts.get("ul.amp_unchecked") if str(facts.get("run.device", "")).startswith("cpu") else (
+            "its AMP check failed" if facts.get("ul.amp_check") == "failed" else None)
+        out["settings.precision"] = asked("amp", {"true": "True"}.get(amp, amp)) + (f": {why}" if why else "")
+    if facts.get("settings.cache_requested") == "ram" and facts.get("ul.cache_refused"):
+        gb = facts.get("ul.cache_required_gb"), facts.get("ul.cache_available_gb")
+        out["settings.cache"] = (asked("cache", "ram") + ": its RAM guard trained uncached" + (
+            f" (it wanted {gb[0]:.1f} GB, {gb[1]:.1f} GB available)" if all(isinstance(x, float) for x in gb) else ""))
+    return out

@@ -75,19 +75,23 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
         args = {**(args or {}), **overrides}
     from yolodoctor.profiling.sampler_process import start_sampler, stop_sampler
     from yolodoctor.profiling.session import ENV_RUN_DIR
+    from yolodoctor.profiling.watch import OUTPUT, OutputPump, RunProgress, child_env, current
 
+    watch = current()
     mode = "script" if command else "args"
     run = make_run_dir(out)
     profile = Profile(mode=mode, args=args or {}, command=command,
                       steps_limit=steps if isinstance(steps, int) else None)
     profile.files["spec"] = SPEC
+    profile.files["output"] = OUTPUT
     if check_facts:
         profile.check_facts = check_facts
     try:
         write_json_atomic(run / SPEC, {"mode": mode, "args": args or {}, "command": command, "steps": steps,
                                        "env": env_extra or {}, "torch_flags": torch_flags or {},
                                        "overrides": (overrides or {}) if command else {},
-                                       "trace": trace, "loader_capacity": loader_seconds > 0,
+                                       "trace": trace, "profiler_log": watch.debug,
+                                       "loader_capacity": loader_seconds > 0,
                                        "loader_seconds": loader_seconds})
         profile.save(run)
     except OSError as e:
@@ -103,12 +107,14 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     env["PYTHONPATH"] = os.pathsep.join([*extra, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     env[ENV_RUN_DIR] = str(run.resolve())
     env.update({k: str(v) for k, v in (env_extra or {}).items()})
+    env = child_env(env, watch.debug)
     argv = [sys.executable, "-m", "yolodoctor.profiling.child", str(run)] if mode == "args" else list(command)
     profile.host_probe = {"before": hostprobe.record()}
     spawned = time.monotonic()
     try:
+        # its output through a pipe: kept whole in output.log, shown only where the command asks (watch.py)
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL if mode == "args" else None,
-                                 stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                  start_new_session=True)  # a terminal's Ctrl-C reaches it once, through forward()
     except OSError as e:
         from yolodoctor.errors import InputError
@@ -116,6 +122,8 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
         profile.status, profile.reason, profile.finished = "incomplete", f"could not start: {e}", now()
         profile.save(run)
         raise InputError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
+    pump = OutputPump(child.stdout, run / OUTPUT, watch.echo).start() if getattr(child, "stdout", None) else None
+    progress = RunProgress(run) if watch.progress is not None else None
     sampler = (start_sampler(child.pid, run / SAMPLES, hz=hz, gpu_uuid=gpu_uuid_for(args or {}) if gpu_telemetry
                              else None, roles=run / "roles.json", tid=child.pid, gpu=gpu_telemetry)
                if hz > 0 else None)
@@ -130,11 +138,18 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     try:
         while True:
             try:
-                child.wait()
+                child.wait(0.25 if progress is not None else None)
                 break
+            except subprocess.TimeoutExpired:
+                try:
+                    watch.progress(progress.poll())
+                except Exception:  # noqa: BLE001 - showing progress must never end the run
+                    progress = None
             except KeyboardInterrupt:  # a second Ctrl-C while waiting
                 forward(signal.SIGINT, None)
         ended = time.monotonic()
+        if pump is not None:
+            pump.join()
         if not interrupted:  # still under forward(): a Ctrl-C now cannot skip the final record
             profile.host_probe["after"] = hostprobe.record()
     finally:

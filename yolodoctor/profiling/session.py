@@ -48,7 +48,8 @@ class Session:
         self.events = EventWriter(self.run / events_name(self.rank))
         self.events.write("run_start", pid=os.getpid(), tid=threading.get_native_id(), rank=self.rank)
         steps = self.spec.get("steps")
-        self.trace = (TraceWindow(self.run, on_done=lambda r: self.events.write("trace", **r))
+        self.trace = (TraceWindow(self.run, on_done=lambda r: self.events.write("trace", **r),
+                                  quiet=not self.spec.get("profiler_log"))
                       if self.spec.get("trace", True) and self.rank in (-1, 0) else None)
         self.recorder = Recorder(self.events, steps_limit=steps if isinstance(steps, int) else None,
                                  rank=self.rank, on_settings=self._on_settings, on_workers=self._write_roles,

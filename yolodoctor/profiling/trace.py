@@ -14,6 +14,7 @@ it can be tested without a GPU.
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import shutil
 from collections import Counter, defaultdict
@@ -129,12 +130,16 @@ def _copy_kind(name: str) -> str:
     return "memset" if name.startswith("Memset") else "other"
 
 
+QUIET_KINETO = "6"
+
+
 class TraceWindow:
     """Drive torch.profiler around steps [start, start + active) from the recorder's step hooks."""
 
     def __init__(self, run_dir: Path, *, start: int | None = None, active: int = ACTIVE, cuda: bool = False,
-                 on_done=None) -> None:
+                 on_done=None, quiet: bool = True) -> None:
         self.run_dir = Path(run_dir)
+        self.quiet = quiet  # silence the profiler library's own log lines (--debug keeps them)
         self.start, self.active, self.cuda = start, active, cuda
         self.on_done = on_done
         self.prof = None
@@ -160,6 +165,10 @@ class TraceWindow:
         from torch.profiler import ProfilerActivity, profile
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        if self.quiet:
+            # kineto reads its log level when the profiler starts; Ultralytics sets 5 at import, which still prints
+            # profiler_start/stop lines (USDT, level 5): 6 is above every level it has
+            os.environ["KINETO_LOG_LEVEL"] = QUIET_KINETO
         if self.cuda:
             torch.cuda.synchronize()
         self.prof = profile(activities=acts, record_shapes=False, with_stack=False, profile_memory=False)

@@ -1,0 +1,200 @@
+"""The headline of a profile or a diagnosis: what bounds the training step, by how much, on what evidence, and what to
+run next - derived from the facts and the ranked findings (a healthy run included: then nothing is worth fixing).
+
+The step is bounded by one of
+  input    the loader: the training thread waits for the next batch (run.data_wait_share, 15% or more, the share the
+           data-wait rules act on);
+  host     the host side on a GPU: the GPU idles although data is ready (kernel-busy share of the step from the trace,
+           else NVML's utilisation, under half) - Python, kernel launches, synchronisations, a starved training thread;
+  gpu      the GPU's own compute: it is busy half the step or more and data is ready;
+  cpu      the model's compute on the CPU (a training on the CPU with data ready);
+  memory   where the top finding that costs time is a memory one (an out-of-memory retry that halved the batch, a peak
+           near the GPU's capacity), or the training ran out of memory;
+  failed   the training did not finish (crash, non-finite loss): its figures say nothing of its speed.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from yolodoctor.findings import Finding, Severity, ranked
+
+INPUT_SHARE = 0.15  # data wait from which the loader bounds the step (DL201, DL204 act from here)
+BUSY_SHARE = 0.5  # GPU busy below this share of the step: the host sets the pace
+
+TITLES = {"input": "Input-bound (the data loader)", "host": "Host-bound (Python and kernel launches)",
+          "gpu": "GPU compute-bound", "cpu": "Compute-bound on the CPU", "memory": "Memory-bound",
+          "failed": "The training failed", "unknown": "Bound not determined"}
+
+
+@dataclass
+class Verdict:
+    bound: str  # input | host | gpu | cpu | memory | failed | unknown
+    share: float | None  # the bound's share of the step (memory: the GPU memory peak), where measured
+    headline: str  # one sentence: the bound, its share, and why
+    evidence: list[str] = field(default_factory=list)  # the facts behind it, in human units
+    next: str | None = None  # the command to run next
+    next_why: str | None = None
+    healthy: bool = False  # nothing worth fixing
+    caveat: str | None = None  # why the figures may not hold (no steady window, an interrupted run)
+
+    @property
+    def title(self) -> str:
+        return TITLES[self.bound]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"title": self.title}
+
+
+def pct(v: float) -> str:
+    p = 100 * v
+    return f"{p:.1f}%" if 0 < abs(p) < 10 else f"{p:.0f}%"
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _actionable(f: Finding) -> bool:
+    fx = f.fix
+    return f.severity >= Severity.warning and fx is not None and bool(fx.args or fx.env or fx.torch_flags)
+
+
+def profile_again(profile, steps: int | None = None) -> str | None:
+    """The `yolodoctor profile` command line that reruns a recorded profile (args or script mode)."""
+    if profile is None:
+        return None
+    opt = [f"--steps {steps}"] if steps else []
+    if profile.mode == "script" and profile.command:
+        return " ".join(["yolodoctor profile", *opt, "--", shlex.join(profile.command)])
+    if profile.mode == "args":
+        words = [shlex.quote(f"{k}={v}") for k, v in (profile.args or {}).items() if k not in ("project", "name")]
+        return " ".join(["yolodoctor profile", *words, *opt])
+    return None
+
+
+def verdict(facts: dict[str, Any], findings: list[Finding], run_dir: str | None = None, profile=None) -> Verdict:
+    """``findings``: what the command reports (how the run ended first, then the diagnosis); ``profile``: the run's
+    record, for the command lines it suggests."""
+    f = facts
+    run = str(run_dir) if run_dir is not None else "RUN_DIR"
+    ordered = ranked(findings)
+    ending = [x for x in ordered if x.id in ("MM201", "ST101", "ST102")]
+    actionable = [x for x in ordered if _actionable(x)]
+    reason = getattr(profile, "reason", None) or f.get("end.reason")
+    if ending or (f.get("run.complete") is False and reason and not str(reason).startswith(("interrupted",
+                                                                                                 "terminated"))):
+        return _failed(f, ending, reason, run, profile)
+
+    wait, device = f.get("run.data_wait_share"), f.get("run.device")
+    busy = f.get("trace.gpu_busy_share")
+    busy_src = "the trace's kernel time"
+    if not _num(busy) and _num(f.get("gpu.util_mean")):
+        busy, busy_src = f["gpu.util_mean"] / 100, "NVML utilisation"
+    ev: list[str] = []
+    if _num(wait):
+        ev.append(f"data wait {pct(wait)} of each step" + (f" (median step {_seconds(f['run.step_s'])})"
+                                                            if _num(f.get("run.step_s")) else ""))
+    top_memory = next((x for x in actionable + [x for x in ordered if x.severity >= Severity.warning]
+                       if x.category == "memory"), None)
+    top = actionable[0] if actionable else None
+    if _num(wait) and wait >= INPUT_SHARE:
+        bound, share = "input", wait
+        headline = f"the training waits for the next batch {pct(wait)} of each step"
+        if _num(f.get("loader.capacity_images_per_s")) and _num(f.get("run.images_per_s")):
+            ev.append(f"the loader alone delivers {f['loader.capacity_images_per_s']:.1f} images/s, the training takes "
+                      f"{f['run.images_per_s']:.1f}")
+        if _num(f.get("check.decode_ms")):
+            ev.append(f"decoding one image takes {f['check.decode_ms']:.1f} ms on a core")
+        if _num(f.get("settings.workers")):
+            ev.append(f"workers={f['settings.workers']:.0f}" + (
+                " (on the CPU Ultralytics loads in the training process)" if device == "cpu" else ""))
+    elif top is not None and top_memory is not None and top is top_memory:
+        bound, share = "memory", f.get("gpu.mem_fraction_peak")
+        headline = top.message.split(". ")[0].rstrip(".")
+        if _num(share):
+            ev.append(f"GPU memory peak {pct(share)} of the card")
+    elif device == "cuda" and _num(busy):
+        if busy < BUSY_SHARE:
+            bound, share = "host", 1 - busy
+            headline = (f"the GPU is busy only {pct(busy)} of the step ({busy_src}) although data is ready: the host "
+                        "side sets the pace")
+        else:
+            bound, share = "gpu", busy
+            headline = f"the GPU computes {pct(busy)} of the step ({busy_src}) and data is ready"
+        if _num(f.get("cpu.train_thread_pct")):
+            ev.append(f"training thread at {f['cpu.train_thread_pct']:.0f}% of a core")
+        if _num(f.get("trace.kernels_per_step")):
+            ev.append(f"{f['trace.kernels_per_step']:.0f} kernels per step")
+    elif device in ("cpu", "mps") and _num(wait):
+        bound, share = "cpu", 1 - wait
+        headline = f"the model's forward and backward pass take {pct(1 - wait)} of each step; data is ready"
+    else:
+        bound, share = "unknown", None
+        headline = "the profile holds too few measurements to say what bounds the step"
+    if _num(f.get("run.images_per_s")):
+        ev.insert(0, f"{f['run.images_per_s']:.1f} images/s" + (" (steady)" if f.get("run.window_valid") else ""))
+
+    v = Verdict(bound, share, headline[:1].upper() + headline[1:] + ".", ev)
+    if f.get("run.window_valid") is False:
+        needs = ((getattr(profile, "summary", None) or {}).get("window") or {}).get("needs")
+        steps = (getattr(profile, "summary", None) or {}).get("steps")
+        v.caveat = f"not a steady figure: {f.get('run.window_why') or 'too few steps'}"
+        again = profile_again(profile, steps + needs if _num(steps) and _num(needs) else None)
+        if again:
+            v.next, v.next_why = again, "a longer profile measures a steady rate"
+            return v
+    elif f.get("run.complete") is False and reason:
+        v.caveat = f"the profile was {reason.split(':')[0]} after {f.get('end.steps') or 'a few'} steps"
+    if top is not None:
+        unsafe = all(x.fix.safety == "unsafe" for x in actionable)
+        v.next = f"yolodoctor fix {shlex.quote(run)} --verify" + (" --allow-unsafe" if unsafe else "")
+        gain = top.fix.seconds_saved_per_epoch
+        v.next_why = (f"trials {top.id}'s {_change(top)}" + (f" (up to {gain:.1f} s/epoch)" if gain else "")
+                      + (f" and {len(actionable) - 1} more" if len(actionable) > 1 else "")
+                      + ", keeping only what measurably helps")
+    elif not any(x.severity >= Severity.warning for x in ordered) and bound in ("gpu", "cpu"):
+        v.healthy = True
+        v.next_why = "nothing worth fixing: no finding costs time; the step is the model's own compute"
+    elif not any(x.severity >= Severity.warning for x in ordered) and (
+            trial := [x for x in ordered if x.fix is not None and (x.fix.args or x.fix.env or x.fix.torch_flags)]):
+        unsafe = all(x.fix.safety == "unsafe" for x in trial)
+        v.next = f"yolodoctor fix {shlex.quote(run)} --verify" + (" --allow-unsafe" if unsafe else "")
+        v.next_why = (f"no finding is sure to save time; trials tell whether {trial[0].id}'s {_change(trial[0])}"
+                      + (f" or {len(trial) - 1} more" if len(trial) > 1 else "") + " helps")
+    elif any(x.severity >= Severity.warning for x in ordered):
+        w = next(x for x in ordered if x.severity >= Severity.warning)
+        v.next_why = f"{w.id} has no argument to change: " + ((w.fix.note or "").strip() if w.fix and w.fix.note
+                                                             else "see its finding below")
+    return v
+
+
+def _failed(f: dict[str, Any], ending: list[Finding], reason: str | None, run: str, profile) -> Verdict:
+    first = ending[0] if ending else None
+    what = (first.message if first else f"the training did not finish: {reason}").rstrip(".")
+    v = Verdict("memory" if first is not None and first.id == "MM201" else "failed", None, what + ".",
+                [f"status: {f.get('end.status') or getattr(profile, 'status', '?')}"]
+                + ([f"{f['end.steps']:.0f} steps before the end"] if _num(f.get("end.steps")) else []))
+    if first is not None and _actionable(first):
+        v.next, v.next_why = f"yolodoctor fix {shlex.quote(run)}", f"plans {_change(first)}"
+    else:
+        again = profile_again(profile)
+        if again and profile.mode == "args":
+            v.next = again.replace("yolodoctor profile", "yolodoctor check", 1)
+            v.next_why = "check finds the dataset and environment problems behind most failures"
+        else:
+            v.next_why = "read the reason above; fix it and profile again"
+    return v
+
+
+def _change(x: Finding) -> str:
+    fx = x.fix
+    parts = [f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in fx.args.items()]
+    parts += [f"{k}={v}" for k, v in fx.env.items()] + [f"torch.backends.{k}={v}" for k, v in fx.torch_flags.items()]
+    return " ".join(parts)
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s"
