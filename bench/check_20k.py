@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, machine, summary, today, write_report  # noqa: E402
+from common import ROOT, machine, summary, today, write_report
 
 
 def drop_tree(root: Path) -> int:
@@ -85,7 +85,8 @@ def main() -> None:
     ok = max(summary(times['cold'])['median'], summary(times['warm'])['median']) <= 15
     body = f"""## `check` on {a.images:,} images (goal <= 15 s)
 
-Machine: {machine()}. Date: {today()}. Command: `.venv/bin/python bench/check_20k.py --images {a.images} --repeats {a.repeats}`.
+Machine: {machine()}. Date: {today()}. Command: \
+`.venv/bin/python bench/check_20k.py --images {a.images} --repeats {a.repeats}`.
 Dataset: `make-dataset --images {a.images}` (640x480 JPEG, detect), generation excluded. Each run is a fresh
 `yolodoctor check data=... --json` process (imports included); cold runs drop every dataset file from the page cache
 first (posix_fadvise DONTNEED); cold and warm interleaved.

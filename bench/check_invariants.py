@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from yolodoctor.diagnosis.diagnose import diagnose  # noqa: E402
-from yolodoctor.diagnosis.invariants import across, violations  # noqa: E402
-from yolodoctor.record.events import read_events  # noqa: E402
+from yolodoctor.diagnosis.diagnose import diagnose
+from yolodoctor.diagnosis.invariants import across, violations
+from yolodoctor.record.events import read_events
 
 KEYS = ("run.batch", "run.batch_started", "run.oom_retries", "gpu.torch_allocated_max", "gpu.torch_reserved_max",
         "gpu.mem_total", "trace.kernels_per_step", "trace.syncs_per_step", "run.window_valid", "ul.autobatch_batch",

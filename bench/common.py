@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -20,10 +21,8 @@ def machine() -> str:
     cpus = len(os.sched_getaffinity(0))
     mem = psutil.virtual_memory().total / (1 << 30)
     model = ""
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as cpuinfo:
+        model = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
     return f"{cpus} usable cores ({model or platform.processor()}), {mem:.0f} GiB RAM, " \
            f"Python {platform.python_version()}, {platform.system()} {platform.release()}"
 

@@ -24,8 +24,8 @@ SCRIPT = Path(__file__).resolve().parent / "known_effect_train.py"
 
 
 def one(work: Path, data: Path, i: int) -> dict:
-    from yolodoctor.fixing.planner import Change, Plan
     from yolodoctor.fixing.candidates import Candidate
+    from yolodoctor.fixing.planner import Change, Plan
     from yolodoctor.fixing.trials import run_trials
 
     done = work / f"verify-{i}.json"

@@ -114,17 +114,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, machine as describe_machine, today  # noqa: E402
+from common import ROOT, today
+from common import machine as describe_machine
 
 sys.path.insert(0, str(ROOT))
-from yolodoctor.fixing.parity import opt_curve  # noqa: E402  (also what fix --verify's loss parity uses)
+import pyspy_probe
 
-import pyspy_probe  # noqa: E402
+from yolodoctor.fixing.parity import opt_curve
 
 PARTS = ["dataset", "defaults", "fix-safe", "fix-unsafe", "loader", "sweep", "spread", "compile", "workers"]
 RESULTS = ROOT / "bench" / "results" / "h200-benchmark"
@@ -270,7 +272,7 @@ def digest(run: Path, curve: bool = False) -> dict[str, Any]:
                            "steps": len(steps), "images": sum(s.get("images") or 0 for s in steps)}
     dur = [(s.get("wait") or 0) + s["compute"] for s in steps]
     skip = SETTLE + (st.get("workers") or 0) * (st.get("prefetch_factor") or PREFETCH)
-    tail = [(d, s) for d, s in zip(dur[skip:], steps[skip:]) if not s.get("traced")]
+    tail = [(d, s) for d, s in zip(dur[skip:], steps[skip:], strict=False) if not s.get("traced")]
     if len(tail) >= 2:
         med = statistics.median(d for d, _ in tail)
         out.update(steady_ips=sum(s["images"] for _, s in tail) / sum(d for d, _ in tail), steady_steps=len(tail),
@@ -713,7 +715,7 @@ class Runner:
         kind = "bounded-compiled" if c.args(self.scale.tiny).get("compile") else "bounded"
         return [Unit(n, kind, lambda i=i: {"config": c.name, **self.bounded(
             self.work / "spread" / f"{c.name}-{i}", c.args(self.scale.tiny), curve=True)})
-            for i, n in zip((1, 2), spread_units(c.name))]
+            for i, n in zip((1, 2), spread_units(c.name), strict=False)]
 
     def part_workers(self) -> list[Unit]:
         return [Unit(n, "bounded-compiled" if a.get("compile") else "bounded",
@@ -823,7 +825,7 @@ def probe() -> dict[str, float | None]:
 
     try:
         return measure()
-    except Exception as e:  # noqa: BLE001 - a probe must not stop a benchmark
+    except Exception as e:
         return {"error": f"{type(e).__name__}: {e}"[:120]}
 
 

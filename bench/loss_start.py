@@ -24,12 +24,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from yolodoctor.fixing.parity import opt_points  # noqa: E402
-from yolodoctor.record.events import read_events  # noqa: E402
-from yolodoctor.record.summary import settings_of, steps_of  # noqa: E402
+from yolodoctor.fixing.parity import opt_points
+from yolodoctor.record.events import read_events
+from yolodoctor.record.summary import settings_of, steps_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from window_noise import runs_under  # noqa: E402
+from window_noise import runs_under
 
 IMAGES = (256, 512, 1024, 1536, 1920)
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         loss = " ".join(f"{r['loss_at'][n]:6.2f}" if r["loss_at"][n] is not None else f"{'-':>6s}" for n in a.images)
         fall = (f"{r['steps_before_fall']} ({r['fall_images']})" if r["steps_before_fall"] is not None
                 else f"none in {r['opt_steps']}")
-        print(f"{r['run'][:48]:48s} {str(r['precision']):5s} {str(r['grad_scaler']):6s} {r['batch'] or '-':>5} "
+        print(f"{r['run'][:48]:48s} {r['precision']!s:5s} {r['grad_scaler']!s:6s} {r['batch'] or '-':>5} "
               f"{r['accumulate'] or '-':>3} {loss}  {fall:32s}  {r['skipped'] if r['skipped'] is not None else '-'}")
     return 0
 

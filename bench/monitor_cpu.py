@@ -14,6 +14,7 @@ CPU is read from /proc (psutil) at the end of --warmup and --seconds later; goal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
@@ -31,10 +32,11 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from yolodoctor.record.events import read_events  # noqa: E402
+from yolodoctor.record.events import read_events
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def replay_into(src: Path, run: Path, stop: threading.Event, lead_s: float = 3.0) -> None:
@@ -48,16 +50,15 @@ def replay_into(src: Path, run: Path, stop: threading.Event, lead_s: float = 3.0
                   + [("samples.jsonl", r) for r in read_events(src / "samples.jsonl")], key=lambda x: x[1]["t"])
     first_step = next(r["t"] for _, r in recs if r["type"] == "step")
     t0, w0 = first_step - lead_s, time.monotonic()
-    files = {n: open(run / n, "a", buffering=1) for n in ("events.jsonl", "samples.jsonl")}
-    for name, rec in recs:
-        if rec["type"] not in ("sampler_start", "settings", "run_start", "train_begin") and rec["t"] < t0:
-            continue
-        delay = (rec["t"] - t0) - (time.monotonic() - w0)
-        if delay > 0 and stop.wait(delay):
-            break
-        files[name].write(json.dumps(rec) + "\n")
-    for fh in files.values():
-        fh.close()
+    with contextlib.ExitStack() as stack:
+        files = {n: stack.enter_context(open(run / n, "a", buffering=1)) for n in ("events.jsonl", "samples.jsonl")}
+        for name, rec in recs:
+            if rec["type"] not in ("sampler_start", "settings", "run_start", "train_begin") and rec["t"] < t0:
+                continue
+            delay = (rec["t"] - t0) - (time.monotonic() - w0)
+            if delay > 0 and stop.wait(delay):
+                break
+            files[name].write(json.dumps(rec) + "\n")
 
 
 def spawn_in_pty(argv: list[str], cols: int = 120, rows: int = 40) -> tuple[subprocess.Popen, int]:

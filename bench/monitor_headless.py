@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from yolodoctor.diagnosis.rules import load_rules  # noqa: E402
-from yolodoctor.monitor.app import MonitorApp  # noqa: E402
-from yolodoctor.monitor.launch import Launch, fresh_run_dir  # noqa: E402
-from yolodoctor.monitor.source import RunDirSource  # noqa: E402
+from yolodoctor.diagnosis.rules import load_rules
+from yolodoctor.monitor.app import MonitorApp
+from yolodoctor.monitor.launch import Launch, fresh_run_dir
+from yolodoctor.monitor.source import RunDirSource
 
 
 async def watch(app: MonitorApp, size: tuple[int, int], seconds: float, until_end: bool, shot: Path) -> None:

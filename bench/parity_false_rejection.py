@@ -4,8 +4,8 @@
     python bench/parity_false_rejection.py [--runs 40] [--steps 60] [--batch 8] [--nbs 64]
 
 Trains ``--runs`` bounded runs of one small CPU training (a synthetic dataset, yolo11n.yaml, imgsz 64, --batch and
---nbs, 3 epochs: the measured steps are epoch 0's, in warm-up), identical but for the seed, and reads each run's loss per
-optimizer step as the trials do. Then, over 1,000 random draws of distinct runs, and over the disjoint comparisons
+--nbs, 3 epochs: the measured steps are epoch 0's, in warm-up), identical but for the seed, and reads each run's loss
+per optimizer step as the trials do. Then, over 1,000 random draws of distinct runs, and over the disjoint comparisons
 the runs allow (20 seed pairs for 1+1 at 40 runs):
 
   - unsafe, 2+2: the reference is two runs (a baseline's two repeats, another seed each), the "candidate" two more;
@@ -49,8 +49,9 @@ def train(out: Path, runs: int, steps: int, batch: int = 8, nbs: int = 64) -> li
 
                 shutil.rmtree(run)
             run_profile({"data": str(data / "data.yaml"), "model": "yolo11n.yaml", "imgsz": 64, "batch": batch,
-                         "nbs": nbs, "epochs": 3, "seed": seed, "plots": False, "project": str(out / "ul"), "name": f"s{seed}",
-                         "exist_ok": True}, steps=steps, out=run, trace=False, loader_seconds=0, hz=0)
+                         "nbs": nbs, "epochs": 3, "seed": seed, "plots": False, "project": str(out / "ul"),
+                         "name": f"s{seed}", "exist_ok": True},
+                        steps=steps, out=run, trace=False, loader_seconds=0, hz=0)
         curves.append(_loss_curve(run) or [])
         print(f"seed {seed}: {len(curves[-1])} optimizer steps", file=sys.stderr)
     return curves

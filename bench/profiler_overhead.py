@@ -9,8 +9,8 @@ the sampler switched on and off every 3 s: its cost measured inside one run, see
 The recorder's own cost per step is in each profile's summary (recorder_us_per_step).
 
 Runs plain training (bench/plain_train.py: one timestamp per step) and `yolodoctor profile` (recorder, sampler,
-trace window on the last 5 steps, no loader timing) interleaved A B A B ..., each bounded to the same number of steps, and
-compares images/s over the same steady window (steps 60 to the last 10: past a full queue depth of 8 workers x 4,
+trace window on the last 5 steps, no loader timing) interleaved A B A B ..., each bounded to the same number of steps,
+and compares images/s over the same steady window (steps 60 to the last 10: past a full queue depth of 8 workers x 4,
 before the trace window on the last 5 steps). Writes DIR/overhead.json; prints a table.
 """
 
@@ -50,14 +50,15 @@ DUTY = "3,3"  # the `duty` config: the sampler samples 3 s, pauses 3 s, ... with
 def duty_effect(run: Path, first: int = FIRST, tail: int = 10) -> dict:
     """Within one run: median step interval while the sampler samples vs while it pauses (steps wholly inside a
     block). The between-run spread of this machine does not enter: the same process, the same minute."""
-    steps = sorted((e for e in map(json.loads, open(run / "events.jsonl")) if e.get("type") == "step"),
-                   key=lambda e: e["step"])
-    switches = [(r["t"], r["type"] == "sampler_resume") for r in map(json.loads, open(run / "samples.jsonl"))
+    events = (run / "events.jsonl").read_text().splitlines()
+    samples = (run / "samples.jsonl").read_text().splitlines()
+    steps = sorted((e for e in map(json.loads, events) if e.get("type") == "step"), key=lambda e: e["step"])
+    switches = [(r["t"], r["type"] == "sampler_resume") for r in map(json.loads, samples)
                 if r.get("type") in ("sampler_pause", "sampler_resume")]
-    start = next(json.loads(line)["t"] for line in open(run / "samples.jsonl"))
+    start = next(json.loads(line)["t"] for line in samples)
 
     def state(t0: float, t1: float) -> bool | None:
-        on, edges = True, [start] + [t for t, _ in switches]
+        edges = [start] + [t for t, _ in switches]
         states = [True] + [v for _, v in switches]
         for i, edge in enumerate(edges):
             nxt = edges[i + 1] if i + 1 < len(edges) else float("inf")
@@ -66,7 +67,7 @@ def duty_effect(run: Path, first: int = FIRST, tail: int = 10) -> dict:
         return None  # spans a switch
 
     on, off = [], []
-    for a, b in zip(steps[first - 1:len(steps) - tail - 1], steps[first:len(steps) - tail]):
+    for a, b in zip(steps[first - 1:len(steps) - tail - 1], steps[first:len(steps) - tail], strict=False):
         st = state(a["t1"], b["t1"])
         if st is not None:
             (on if st else off).append(b["t1"] - a["t1"])
@@ -90,7 +91,7 @@ def profiled(args, out: Path, words: list[str], config: str = "full") -> tuple[f
         print(f"  duty: sampled {eff['median_on_ms']} ms/step ({eff['steps_on']} steps), paused "
               f"{eff['median_off_ms']} ms/step ({eff['steps_off']}): ratio {eff['on_over_off']}", file=sys.stderr)
     wall = time.monotonic() - t
-    steps = [json.loads(line) for line in open(run / "events.jsonl")]
+    steps = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     steps = [s for s in steps if s.get("type") == "step"]
     steps.sort(key=lambda s: s["step"])
     return rate([s["t1"] for s in steps], [s["images"] for s in steps]), wall, eff

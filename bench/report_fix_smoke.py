@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_report  # noqa: E402
+from common import write_report
 
 DEFAULT = Path(__file__).resolve().parent / "results" / "fix-smoke-h200-2026-12-03"
 

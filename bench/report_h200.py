@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-import h200_benchmark as hb  # noqa: E402
+import common
+import h200_benchmark as hb
 
-from yolodoctor.fixing.parity import loss_gap  # noqa: E402
+from yolodoctor.fixing.parity import loss_gap
 
 GOALS = {"fix-safe": 3.5, "fix-unsafe": 4.0}
 GOAL_BEST, GOAL_SPREAD, PLANNED_EPOCHS = 0.90, 0.05, 100
@@ -143,9 +143,9 @@ def rejudge(fx: dict, reps: int = 2, max_reps: int = 4) -> dict | None:
     what it requires; the whole plan against the baseline). Where today's rules ask for a trial that was not
     recorded, the replay stops there and judges what was recorded (``missing`` names it). None where a change alters
     training: its loss parity needs the loss curves, which the results do not keep."""
-    from yolodoctor.fixing.planner import Change
     from yolodoctor.fixing.candidates import Candidate
     from yolodoctor.fixing.judge import judge
+    from yolodoctor.fixing.planner import Change
     from yolodoctor.fixing.records import TrialReport, TrialRun
     from yolodoctor.fixing.trials import rounds
 
@@ -297,7 +297,7 @@ def spread_why(res: dict) -> list[str]:
     """Per run of the spread pair: where the step time went (host clock vs CUDA events), data wait, CPU, GPU."""
     out = []
     names = hb.spread_units(hb.SPREAD_DEFAULT)
-    for i, name in zip((1, 2), names):
+    for i, name in zip((1, 2), names, strict=False):
         r = units(res, "spread").get(name) or {}
         fa = r.get("facts") or {}
         out.append(f"run {i}: {fmt(r.get('steady_ips'), '.1f')} img/s, median step "
@@ -377,8 +377,8 @@ def missing(res: dict) -> list[str]:
             ("", "")
         if fix and machine_id(fix) and machine_id(defaults_for(res, fix)) != machine_id(fix):
             out.append(f"{part}: a defaults whole run on the fix's machine (machine {machine_id(fix)}): applied / "
-                       f"defaults compares two machines until the part runs again on one (`bash bench/h200_benchmark.sh {part} "
-                       f"--redo {part}/fix{reps}`{why})")
+                       f"defaults compares two machines until the part runs again on one "
+                       f"(`bash bench/h200_benchmark.sh {part} --redo {part}/fix{reps}`{why})")
     return out
 
 
@@ -402,12 +402,12 @@ def sweep_table(res: dict) -> list[str]:
     recs = sorted(units(res, "sweep").values(), key=lambda r: -(r.get("steady_ips") or 0))
     for r in recs:
         st, fa = r.get("settings") or {}, r.get("facts") or {}
+        failed = "" if r.get("status") == "complete" else f" {r.get('status')}: {r.get('reason')} |"
         rows.append(f"| {r.get('config')} | {' '.join(hb.words(r.get('args') or {}))} | {fmt(r.get('steady_ips'))} | "
                     f"{fmt(r.get('summary_ips'))} | {'ok' if r.get('window_valid') else 'short'} | "
                     f"{fmt(r.get('wait_share'), '.0%')} | {fmt(fa.get('gpu.util_mean'), '.0f')} | "
                     f"{st.get('compile_active')} | {st.get('precision')} | {st.get('cache')} | "
-                    f"{fmt(r.get('setup_s'))} | {probe_cell(r)} | {machine_id(r)} |" + ("" if r.get("status") == "complete"
-                                                                 else f" {r.get('status')}: {r.get('reason')} |"))
+                    f"{fmt(r.get('setup_s'))} | {probe_cell(r)} | {machine_id(r)} |" + failed)
     if not recs:
         return ["(no sweep results)"]
     ms = [p["python_ms"] for r in recs for p in ((r.get("host_probe") or {}).get(k) for k in ("before", "after"))
@@ -565,9 +565,11 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
         diff = {k: v for k, v in (best.get("args") or {}).items()
                 if plan_args.get(k, False) != v and k not in ("epochs", "warmup_epochs", "val")}
         own = units(res, "sweep").get(hb.plan_unit(part))
-        mine = (f" ({where(best)}; the plan's own point there {own['steady_ips']:.0f} img/s, "
-                f"{own['steady_ips'] / best['steady_ips']:.0%} of it)" if ok(own) and machine_id(own) == machine_id(best)
-                else f" ({where(best)})" if machine_id(best) != machine_id(fx) else "")
+        if ok(own) and machine_id(own) == machine_id(best):
+            mine = (f" ({where(best)}; the plan's own point there {own['steady_ips']:.0f} img/s, "
+                    f"{own['steady_ips'] / best['steady_ips']:.0%} of it)")
+        else:
+            mine = f" ({where(best)})" if machine_id(best) != machine_id(fx) else ""
         out.append(f"best swept {best['config']} ({best['steady_ips']:.0f} img/s){mine} differs from the plan in "
                    f"{' '.join(hb.words(diff)) or 'nothing planned'}; the plan dropped: "
                    + ("; ".join(f"{x.get('key')}: {x.get('reason')}" for x in fx.get("dropped", [])) or "nothing"))
@@ -654,10 +656,10 @@ def body(res: dict) -> str:
     for part in ("fix-safe", "fix-unsafe"):
         fx = units(res, part).get("fix")
         if fx:
-            L += ["", f"### Trials of {part} (`fix --verify`, interleaved, machine {machine_id(fx)})", ""] + \
-                trial_tables(fx)
-    L += ["", "### Sweep (bounded `profile --no-trace`, steady images/s, fastest first)", ""] + sweep_table(res)
-    L += ["", "### The loader alone (Ultralytics' train loader, no model, mosaic on)", ""] + loader_table(res)
+            L += ["", f"### Trials of {part} (`fix --verify`, interleaved, machine {machine_id(fx)})", "",
+                  *trial_tables(fx)]
+    L += ["", "### Sweep (bounded `profile --no-trace`, steady images/s, fastest first)", "", *sweep_table(res)]
+    L += ["", "### The loader alone (Ultralytics' train loader, no model, mosaic on)", "", *loader_table(res)]
     if units(res, "workers"):
         L += ["", "### Loader workers and the host's work per step (batch 64, reduce-overhead, bounded)", "",
               "Step compute: the step's own time with the data wait left out, median (p10-p90). If it grows with "

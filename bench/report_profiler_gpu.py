@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_report  # noqa: E402
+from common import write_report
 
 FIRST, LAST = 60, 130  # steps [FIRST, LAST): the compared window
 
@@ -34,12 +34,12 @@ def _steps(run: Path) -> list[dict]:
 def collect(a) -> None:
     out = {"profiles": [], "overhead": []}
     for w in a.walls:
-        for line in open(w):
+        for line in Path(w).read_text().splitlines():
             row = json.loads(line)
             run = next((r for r in a.runs if r.name == row["name"]), None)
             if run is None:
                 continue
-            ev = [json.loads(x) for x in open(run / "events.jsonl")]
+            ev = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
             t0 = ev[0]["t"]
             marks = {e["type"]: round(e["t"] - t0, 2) for e in ev if e["type"] != "step"}
             steps = [e for e in ev if e["type"] == "step"]
@@ -68,7 +68,7 @@ def rate(r: dict) -> float:
 
 
 def slices(r: dict) -> str:
-    d = [(b - a) * 1000 for a, b in zip(r["ends"], r["ends"][1:])]
+    d = [(b - a) * 1000 for a, b in zip(r["ends"], r["ends"][1:], strict=False)]
     return " ".join(f"{statistics.median(d[i:i + 10]):.0f}" for i in range(0, min(len(d), LAST), 20))
 
 
@@ -94,7 +94,7 @@ def report(a) -> None:
         rows.append(f"| {r['batch'] + 1} | {r['config']} | {ips:.1f} | {slices(r)} |")
     batches = sorted({b for b, _ in by})
     ratio_rows = []
-    for b in batches + ["all"]:
+    for b in [*batches, "all"]:
         pick = (lambda c: [v for (bb, cc), vs in by.items() if cc == c for v in vs]) if b == "all" else \
             (lambda c, b=b: by.get((b, c), []))
         plain, full = pick("plain"), pick("full")
@@ -114,9 +114,11 @@ second batch of 3), `python bench/report_profiler_gpu.py collect ...` (kept in b
 
 Seconds from the command's start; the columns split the run using its own event timeline (Ultralytics' setup:
 model build, first label scan, AMP check; the bounded steps; summarising the trace; timing the loader alone; the
-imports and quick check before the run starts, and the diagnosis after the profile is written). Runs on a fresh dataset (the first one scans the 8,000 labels).
+imports and quick check before the run starts, and the diagnosis after the profile is written). Runs on a fresh \
+dataset (the first one scans the 8,000 labels).
 
-| run | wall s | to train start | setup to first step | steps in s | trace summary s | loader timing s | before and after the run s |
+| run | wall s | to train start | setup to first step | steps in s | trace summary s | loader timing s | \
+before and after the run s |
 |---|---|---|---|---|---|---|---|
 {chr(10).join(walls)}
 
@@ -140,7 +142,8 @@ Interleaved plain / profiled runs, 140 steps each, Ultralytics defaults (batch 1
 |---|---|---|---|
 {chr(10).join(rows)}
 
-| batch | runs plain + full | plain images/s median (range) | full images/s median (range) | full / plain | spread of plain |
+| batch | runs plain + full | plain images/s median (range) | full images/s median (range) | full / plain | \
+spread of plain |
 |---|---|---|---|---|---|
 {chr(10).join(ratio_rows)}
 

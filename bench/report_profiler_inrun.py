@@ -20,6 +20,7 @@ sampler makes no difference).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import statistics
@@ -27,7 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_report  # noqa: E402
+from common import write_report
 
 FIRST, TAIL = 60, 10
 
@@ -61,7 +62,7 @@ def blocks(run: dict, first: int = FIRST, tail: int = TAIL) -> list[tuple[bool, 
     states = [True] + [on for _, on in run["switches"]]
     t1 = run["t1"]
     per: dict[int, list[float]] = {}
-    for a, b in zip(t1[first - 1:len(t1) - tail - 1], t1[first:len(t1) - tail]):
+    for a, b in zip(t1[first - 1:len(t1) - tail - 1], t1[first:len(t1) - tail], strict=False):
         for i, edge in enumerate(edges):
             nxt = edges[i + 1] if i + 1 < len(edges) else float("inf")
             if edge <= a and b <= nxt:
@@ -87,11 +88,14 @@ def effect(groups: list[list[tuple[bool, float]]], draws: int = 10_000, seed: in
         for g in groups:
             labels = [s for s, _ in g]
             rng.shuffle(labels)
-            shuffled.append([(s, m) for s, (_, m) in zip(labels, g)])
+            shuffled.append([(s, m) for s, (_, m) in zip(labels, g, strict=False)])
         perm.append(ratio(shuffled))
     boot.sort()
     perm.sort()
-    q = lambda v, p: v[min(len(v) - 1, int(p * len(v)))]  # noqa: E731
+
+    def q(v: list[float], p: float) -> float:
+        return v[min(len(v) - 1, int(p * len(v)))]
+
     return {"ratio": ratio(groups), "ci95": (q(boot, 0.025), q(boot, 0.975)),
             "null95": (q(perm, 0.025), q(perm, 0.975)),
             "blocks_on": sum(s for g in groups for s, _ in g), "blocks_off": sum(not s for g in groups for s, _ in g)}
@@ -102,14 +106,14 @@ def report(a) -> None:
     groups = [blocks(r) for r in res["runs"]]
     e = effect(groups)
     rows = []
-    for r, g in zip(res["runs"], groups):
+    for r, g in zip(res["runs"], groups, strict=False):
         on = [m * 1000 for s, m in g if s]
         off = [m * 1000 for s, m in g if not s]
-        step_ms = statistics.median([b - a for a, b in zip(r["t1"][FIRST:], r["t1"][FIRST + 1:])]) * 1000
+        step_ms = statistics.median([b - a for a, b in itertools.pairwise(r["t1"][FIRST:])]) * 1000
+        rec_us = r['recorder_us_per_step']
         rows.append(f"| {r['name']} | {len(on)} + {len(off)} | {' '.join(f'{x:.0f}' for x in on)} | "
                     f"{' '.join(f'{x:.0f}' for x in off)} | {statistics.median(on) / statistics.median(off):.3f} | "
-                    f"{r['sampler_cpu_pct']} | {r['recorder_us_per_step']:.0f} ({r['recorder_us_per_step'] / 10 / step_ms:.1f}% "
-                    f"of {step_ms:.0f} ms) |")
+                    f"{r['sampler_cpu_pct']} | {rec_us:.0f} ({rec_us / 10 / step_ms:.1f}% of {step_ms:.0f} ms) |")
     rc = res.get("recorder_cost")
     cost = "" if not rc else (
         f"\n`python bench/recorder_cost.py` on the same kind of machine ({rc['gpu']}, torch {rc['torch']}, "
@@ -120,6 +124,8 @@ def report(a) -> None:
     lo, hi = e["ci95"]
     span = (min(m for g in groups for _, m in g) * 1000, max(m for g in groups for _, m in g) * 1000)
     nlo, nhi = e["null95"]
+    rec_lo = min(r['recorder_us_per_step'] for r in res['runs'])
+    rec_hi = max(r['recorder_us_per_step'] for r in res['runs'])
     body = f"""### Profiler overhead inside one run (sampler on/off blocks; recorder self-timing)
 
 Date: {a.date}, an NVIDIA H200 (16 cores). `PART=inrun bash bench/gpu_fixtures.sh`: three `yolodoctor profile`
@@ -128,19 +134,23 @@ sampler at 5 Hz sampling 3 s and pausing 3 s in turn (`--duty 3,3`). Step interv
 {TAIL}, each block summarised by its median; then `python bench/report_profiler_inrun.py report
 bench/results/profiler-inrun-{a.date}.json` (its docstring: the statistics).
 
-| run | blocks on + off | block median step ms, sampler on | sampler off | on / off | sampler CPU % of one core | recorder us per step (share of the median step) |
+| run | blocks on + off | block median step ms, sampler on | sampler off | on / off | \
+sampler CPU % of one core | recorder us per step (share of the median step) |
 |---|---|---|---|---|---|---|
 {chr(10).join(rows)}
 
-Sampler: over all runs, median "on" block / median "off" block = **{e['ratio']:.3f}** ({e['blocks_on']} + {e['blocks_off']}
+Sampler: over all runs, median "on" block / median "off" block = **{e['ratio']:.3f}** \
+({e['blocks_on']} + {e['blocks_off']}
 blocks), 95% bootstrap interval {lo:.3f}-{hi:.3f}; with the labels permuted (no effect by construction) the ratio
 falls in {nlo:.3f}-{nhi:.3f}. The point estimate ({e['ratio'] - 1:+.1%} while sampling) lies inside that no-effect
 range: the sampler's effect is not distinguishable from the block-to-block noise of this machine (block medians of
 one state range over {span[0]:.0f}-{span[1]:.0f} ms), and this design bounds it only to the interval
-above. The goal of at most 2% is neither shown met nor shown missed; more blocks (longer runs) would narrow it. The sampler itself is a side
+above. The goal of at most 2% is neither shown met nor shown missed; more blocks (longer runs) would narrow it. \
+The sampler itself is a side
 process costing under 1% of one of the 16 cores (it takes no GIL and no lock of the training process).
 
-Recorder: it times its own callbacks (the `recorder_s` of `train_end`): {min(r['recorder_us_per_step'] for r in res['runs']):.0f}-{max(r['recorder_us_per_step'] for r in res['runs']):.0f} us a step, about 1.4% of the
+Recorder: it times its own callbacks (the `recorder_s` of `train_end`): {rec_lo:.0f}-{rec_hi:.0f} us a step, \
+about 1.4% of the
 median step. That figure is an upper bound (it includes waiting for the GIL while the DataLoader's pin-memory thread
 runs). The largest known part was reading three allocator counters through `torch.cuda.memory_allocated()`,
 `max_memory_allocated()` and `memory_reserved()`, each of which builds and flattens the whole stats dict; the

@@ -5,8 +5,8 @@
 The rules were frozen in a commit before three more H200 scenarios were recorded, so that the frozen rules' verdicts
 on them say how the rules do on trainings they were not written for. This script checks the frozen commit out into a
 temporary git worktree and runs *its* diagnosis (its code and its rules) on each fixture, then today's, and writes
-the table as a report (bench/out/reports/rules-accuracy.md). What the data shows (the reference verdict) is written below with the measurements it
-rests on; the figures in the table are read from the fixtures.
+the table as a report (bench/out/reports/rules-accuracy.md). What the data shows (the reference verdict) is written
+below with the measurements it rests on; the figures in the table are read from the fixtures.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, write_report  # noqa: E402
+from common import ROOT, write_report
 
 PROFILES = ROOT / "fixtures" / "profiles"
 FROZEN = "46d70a1"  # the commit tagged rules-frozen-1, before the last three scenarios were recorded
@@ -94,7 +94,8 @@ def main() -> None:
     body = f"""## Rule accuracy on the recorded H200 profiles
 
 Command: `python bench/report_rules_accuracy.py` (the frozen verdicts come from the frozen commit's own code and
-rules, run in a temporary git worktree). Rules frozen at commit `{a.frozen}` (tag rules-frozen-1); the last three scenarios were recorded
+rules, run in a temporary git worktree). Rules frozen at commit `{a.frozen}` (tag rules-frozen-1); \
+the last three scenarios were recorded
 after that (2026-12-02, `PART=scenarios bash bench/gpu_fixtures.sh`) and first diagnosed by the frozen rules. The
 primary finding is the first warning or error (findings are ranked by estimated time saved).
 
@@ -110,7 +111,8 @@ right; rules now: {score['now'][0]} of {score['now'][1]}. What the frozen rules 
   ran. New rule DL205 (workers starve the training thread; fix: leave two cores, verified by trials). The frozen
   facts also dropped the validation share of every bounded run; validated epochs inside one now count (VL201:
   validation 1/3 of each epoch at this batch).
-- **yolo11x-autobatch90**: right primary (the window was too short: the scenario's 50 steps were too few), but a false MM204
+- **yolo11x-autobatch90**: right primary (the window was too short: the scenario's 50 steps were too few), \
+but a false MM204
   (fragmentation "55x"): the allocated side was read at batch end, after the activations were freed. The recorder
   now keeps each step's peak (`max_memory_allocated`, reset per step); without it the fact stays missing and the
   rule silent.

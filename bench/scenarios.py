@@ -5,10 +5,11 @@ the YAML, `fix --verify --apply` and the original training run whole; then one t
     python3 bench/scenarios.py report [DIR]                            (default: bench/results/scenarios)
 
 ``run`` is resumable at two levels (its state lives under $SCENARIOS_WORK, default bench/out). On one machine, every
-stage runs detached (its own process session) and leaves ``STAGE.rc`` when it ends; a call waits at most ``--seconds`` and exits 3 while a stage still runs, so the next call
-goes on where this one stopped. Across machines, a scenario whose results are already in bench/results/scenarios/NAME
-(committed) is not run again. What a finished scenario leaves (profiles' records, fix's JSON, no traces or weights) is
-copied to bench/results/scenarios/NAME and, where $OUT is set, to $OUT/scenarios/NAME.
+stage runs detached (its own process session) and leaves ``STAGE.rc`` when it ends; a call waits at most
+``--seconds`` and exits 3 while a stage still runs, so the next call goes on where this one stopped. Across
+machines, a scenario whose results are already in bench/results/scenarios/NAME (committed) is not run again. What a
+finished scenario leaves (profiles' records, fix's JSON, no traces or weights) is copied to
+bench/results/scenarios/NAME and, where $OUT is set, to $OUT/scenarios/NAME.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ def stage_commands(sc: dict, d: Path) -> dict[str, str]:
                        f"> {d}/profile.out.json",
             "grid": grid + "; true",
             "fix": f"{yd} fix {d}/profile --verify --apply --json > {d}/fix.json",
-            "original": f"rm -rf {d}/original; {yd} profile {train()} name=original --all --no-trace --loader-seconds 0 "
-                        f"--out {d}/original --json > {d}/original.json"}
+            "original": f"rm -rf {d}/original; {yd} profile {train()} name=original --all --no-trace "
+                        f"--loader-seconds 0 --out {d}/original --json > {d}/original.json"}
 
 
 def _alive(pid_file: Path) -> bool:
@@ -173,7 +174,8 @@ def read(d: Path) -> dict:
     o_wall = _wall(orig)
     a_wall = _wall(app) if relaunched else o_wall
     spread = trials.get("baseline_spread")
-    return {"name": sc.get("name", d.name), "bottleneck": sc.get("bottleneck"), "epochs": sc.get("args", {}).get("epochs"),
+    return {"name": sc.get("name", d.name), "bottleneck": sc.get("bottleneck"),
+            "epochs": sc.get("args", {}).get("epochs"),
             "primary": ((prof.get("findings") or [{}])[0]).get("id"), "kept": kept, "relaunched": relaunched,
             "orig_rate": _rate(orig), "app_rate": _rate(app) if relaunched else _rate(orig),
             "orig_wall": o_wall, "app_wall": a_wall, "best": best, "verify_s": trials.get("wall_s"),
@@ -199,7 +201,9 @@ def _f(x: float | None, fmt: str) -> str:
 
 
 def row_text(r: dict) -> str:
-    ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"  # noqa: E731
+    def ratio(a: float | None, b: float | None) -> str:
+        return f"{a / b:.2f}x" if a and b else "-"
+
     saved = (r["orig_wall"] - r["app_wall"]) if r["orig_wall"] and r["app_wall"] else None
     return (f"| {r['name']} | {r['bottleneck']} | {r['primary'] or '-'} | {', '.join(r['kept']) or 'nothing'} | "
             f"{ratio(r['app_rate'], r['orig_rate'])} ({_f(r['orig_rate'], '.0f')} -> {_f(r['app_rate'], '.0f')}) | "

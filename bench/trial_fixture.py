@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from window_noise import steady_steps  # noqa: E402
+from window_noise import steady_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE_SETTINGS = ("device", "batch", "workers", "precision", "amp", "compile_requested", "compile_active", "cache",

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from yolodoctor.record.events import read_events  # noqa: E402
-from yolodoctor.record.summary import in_window, settings_of, steps_of, window_start  # noqa: E402
+from yolodoctor.record.events import read_events
+from yolodoctor.record.summary import in_window, settings_of, steps_of, window_start
 
 SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0)
 

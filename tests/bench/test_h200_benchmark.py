@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import common
+import h200_benchmark as hb
+import report_h200 as rep
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import common  # noqa: E402
-import h200_benchmark as hb  # noqa: E402
-import report_h200 as rep  # noqa: E402
 
 KNOBS = ("batch", "workers", "amp", "compile", "cache")
 
@@ -295,7 +296,10 @@ def fix_rec(ips, loss, mid="A", args=None):
 
 def results(tiny=False):
     scale = asdict(hb.TINY if tiny else hb.Scale())
-    doc = lambda part, units: {"part": part, "scale": scale, "units": units}  # noqa: E731
+
+    def doc(part, units):
+        return {"part": part, "scale": scale, "units": units}
+
     sweep = {"b16-w8": {"config": "b16-w8", **whole(210.0, args={"batch": 16, "workers": 8})},
              "b128-w16-ro": {"config": "b128-w16-ro", **whole(1000.0, args={"batch": 128, "workers": 16})},
              "plan-safe": {"config": "plan-safe", **whole(900.0)}, "plan-unsafe": {"config": "plan-unsafe",
@@ -364,8 +368,8 @@ def test_missing_names_a_fix_without_a_defaults_run_on_its_machine():
            "fix-unsafe": {"units": {"fix": {"status": "complete", "machine": {"machine_id": "B"}}}},
            "fix-safe": {"units": {"fix": {"status": "complete", "machine": {"machine_id": "A"}}}}}
     gone = [x for x in rep.missing(res) if "defaults whole run" in x]
-    assert gone == ["fix-unsafe: a defaults whole run on the fix's machine (machine B): applied / defaults compares two "
-                    "machines until the part runs again on one (`bash bench/h200_benchmark.sh fix-unsafe --redo "
+    assert gone == ["fix-unsafe: a defaults whole run on the fix's machine (machine B): applied / defaults compares "
+                    "two machines until the part runs again on one (`bash bench/h200_benchmark.sh fix-unsafe --redo "
                     "fix-unsafe/fix --max-reps 2`: two repeats, about 25 minutes)"]
     res["fix-unsafe"]["units"]["defaults"] = {**d, "machine": {"machine_id": "B"}}
     assert not [x for x in rep.missing(res) if "defaults whole run" in x]
@@ -454,7 +458,10 @@ def test_a_missed_spread_says_where_the_step_time_went():
 def test_sweep_rows_carry_the_host_probe_and_its_range():
     res = results()
     assert "Host probe:" not in "\n".join(rep.sweep_table(res))  # no probe recorded: no sentence about one
-    p = lambda ms: {"python_ms": ms, "jpeg_decode_ms": 5.0, "memcpy_gbps": 6.0}  # noqa: E731
+
+    def p(ms):
+        return {"python_ms": ms, "jpeg_decode_ms": 5.0, "memcpy_gbps": 6.0}
+
     res["sweep"]["units"]["b16-w8"]["host_probe"] = {"before": p(14.2), "after": p(26.5)}
     rows = rep.sweep_table(res)
     assert any(r.startswith("| b16-w8 |") and "| 14/26 | A |" in r for r in rows)
@@ -505,7 +512,7 @@ def test_a_second_configuration_run_twice_is_recorded_beside_the_default_pair():
     assert hb.spread_units("b64-w16-ro") == ("spread-b64-w16-ro-1", "spread-b64-w16-ro-2")
     res = results()
     res["spread"]["units"].update({n: whole(v, config="b64-w16-ro") for n, v in
-                                   zip(hb.spread_units("b64-w16-ro"), (860.0, 850.0))})
+                                   zip(hb.spread_units("b64-w16-ro"), (860.0, 850.0), strict=False)})
     f = rep.figures(res)
     assert [x["config"] for x in f["spreads"]] == ["b64-w16", "b64-w16-ro"] and f["spread"]["config"] == "b64-w16"
     assert abs(f["spreads"][1]["spread"] - 10 / 855) < 1e-9 and f["spreads"][1]["met"]
@@ -579,8 +586,8 @@ def test_the_best_safe_configuration_keeps_the_effective_batch_and_the_precision
 
 
 def test_the_recorded_trials_are_replayed_under_the_current_rules():
-    # fix-safe on the H200 (2026-12-03, --max-reps 4): fix applied batch + workers after 18 trials; replayed in the order they
-    # ran under today's rules, the whole plan beats the kept batch=64 after the first two rounds
+    # fix-safe on the H200 (2026-12-03, --max-reps 4): fix applied batch + workers after 18 trials; replayed in the
+    # order they ran under today's rules, the whole plan beats the kept batch=64 after the first two rounds
     import json
 
     h = json.loads((hb.ROOT / "fixtures/trials/h200-fix-safe-2026-12-03d.json").read_text())
@@ -651,7 +658,7 @@ def test_the_workers_part_alternates_its_counts_and_the_report_tabulates_them():
                                       ("b64-ro-w16-1", 16, 880.0, 0.072, 0.01),
                                       ("b64-ro-w16-2", 16, 900.0, 0.070, 0.01),
                                       ("b64-ro-w12-2", 12, 760.0, 0.064, 0.06), ("b64-ro-w8-2", 8, 520.0, 0.058, 0.31))}
-    for n, u in units.items():
+    for u in units.values():
         u["workers"] = u["settings"]["workers"]
     res["workers"] = {"part": "workers", "scale": res["sweep"]["scale"], "units": units}
     rows = rep.workers_table(res)

@@ -5,9 +5,10 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import loss_start as ls
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import loss_start as ls  # noqa: E402
 
 EVENTS = ROOT / "fixtures" / "trials" / "h200-fix-unsafe-2026-12-03e-events"
 SAFE_EVENTS = ROOT / "fixtures" / "trials" / "h200-fix-safe-2026-12-04a-events"
@@ -46,8 +47,8 @@ def test_first_fall_and_loss_at_images(tmp_path):
 
 
 def test_the_h200_unsafe_trials_fp16_starts_flat_where_bf16_falls_at_once(capsys):
-    # fix-unsafe on the H200, 2026-12-03: at fp16 (a GradScaler) the loss first fell 2% after 10 optimizer steps of batch 128 (1408
-    # images seen); at bf16 (none) after 2 - the start that loss parity over 1920 images weighs
+    # fix-unsafe on the H200, 2026-12-03: at fp16 (a GradScaler) the loss first fell 2% after 10 optimizer steps of
+    # batch 128 (1408 images seen); at bf16 (none) after 2 - the start that loss parity over 1920 images weighs
     b128 = ls.analyse(EVENTS / "batch_128-1")
     plan = ls.analyse(EVENTS / "plan-1")
     assert (b128["precision"], b128["grad_scaler"], b128["batch"]) == ("fp16", True, 128)
@@ -60,8 +61,8 @@ def test_the_h200_unsafe_trials_fp16_starts_flat_where_bf16_falls_at_once(capsys
 
 
 def test_the_h200_safe_trials_record_how_many_optimizer_steps_the_grad_scaler_skipped():
-    # fix-safe on the H200, 2026-12-04, the first trials with the recorder's train_end grad_scale: every fp16 run ended at a scale of
-    # 2**9 or 2**10 - the GradScaler skipped 6 or 7 optimizer steps (none grows it before 2000 clean ones)
+    # fix-safe on the H200, 2026-12-04, the first trials with the recorder's train_end grad_scale: every fp16 run ended
+    # at a scale of 2**9 or 2**10 - the GradScaler skipped 6 or 7 optimizer steps (none grows it before 2000 clean ones)
     rows = [ls.analyse(r) for r in ls.runs_under([SAFE_EVENTS])]
     assert len(rows) == 12 and all(r["precision"] == "fp16" and r["grad_scaler"] for r in rows)
     assert {r["grad_scale"] for r in rows} <= {2.0 ** 9, 2.0 ** 10} and {r["skipped"] for r in rows} == {6, 7}

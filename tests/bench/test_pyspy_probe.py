@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import pyspy_probe as pp  # noqa: E402
+import pyspy_probe as pp
 
 SYNC = "BaseTrainer._do_train (/x/site-packages/ultralytics/engine/trainer.py:420);Tensor.item (/y/torch/_tensor.py:9)"
 FWD = "BaseTrainer._do_train (/x/site-packages/ultralytics/engine/trainer.py:400);conv (/y/torch/nn/conv.py:5)"

@@ -5,9 +5,10 @@ import random
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import report_profiler_inrun as rep
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import report_profiler_inrun as rep  # noqa: E402
 
 
 def synthetic_run(slowdown: float, seed: int, blocks: int = 10, block_s: float = 3.0, step_s: float = 0.07,

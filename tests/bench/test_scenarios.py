@@ -6,9 +6,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import scenarios as sc
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import scenarios as sc  # noqa: E402
 
 
 def test_the_matrix_spans_the_shapes_and_bottlenecks_asked_for():

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import trial_fixture as tf
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import trial_fixture as tf  # noqa: E402
 
 
 def events(n=40, batch=16, compute=0.05, wait=0.01):
@@ -23,7 +24,8 @@ def events(n=40, batch=16, compute=0.05, wait=0.01):
 def test_build_writes_the_trials_with_their_steady_steps_and_gzipped_events(tmp_path):
     run = {"candidate": "baseline", "rep": 0, "run_dir": "baseline-1", "status": "complete", "reason": None,
            "images_per_s": 200.0, "window_valid": True, "mismatch": [], "host_ms": 13.0, "phases": {"total_s": 1}}
-    fix = {"machine": {"machine_id": "abc", "gpu": "NVIDIA H200"}, "finished": "2026-12-04 19:31", "max_reps": 2, "plan": [], "dropped": [], "findings": ["LA201"],
+    fix = {"machine": {"machine_id": "abc", "gpu": "NVIDIA H200"}, "finished": "2026-12-04 19:31", "max_reps": 2,
+           "plan": [], "dropped": [], "findings": ["LA201"],
            "profile": {"facts": {"gpu.util_mean": 40.0}, "settings": {"batch": 16, "other": 1}},
            "trials": {"runs": [run], "verdicts": []}, "kept": {}, "applied": {"args": {}}}
     res = tmp_path / "results"

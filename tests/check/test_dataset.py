@@ -250,7 +250,7 @@ def test_download_field_is_never_executed(tmp_path):
     assert "download" in ids["DS005"].message  # the val path is missing: Ultralytics would run it now
     # positive control: the script really would create the marker, exactly as check_det_dataset execs it
     script = yaml.safe_load((root / "data.yaml").read_text())["download"]
-    exec(script, {"yaml": {"path": root}})  # noqa: S102 - our own fixture, in a temporary copy
+    exec(script, {"yaml": {"path": root}})
     assert marker.exists()
 
 
@@ -352,7 +352,10 @@ def test_process_pool_matches_inline(tmp_path):
     inline = check_dataset(root / "data.yaml", workers=1)
     assert pooled.facts["dataset.check_workers"] == 2 and inline.facts["dataset.check_workers"] == 1
     timing = ("dataset.check_workers", "dataset.check_seconds")
-    strip = lambda r: {k: v for k, v in r.facts.items() if k not in timing}  # noqa: E731
+
+    def strip(r):
+        return {k: v for k, v in r.facts.items() if k not in timing}
+
     assert strip(pooled) == strip(inline)
     assert [f.to_dict() for f in pooled.findings] == [f.to_dict() for f in inline.findings]
     assert by_id(pooled)["DS203"].evidence["files"] == sum(1 for i in range(600) if i % 3 == 0 and i % 100 != 7)
@@ -620,7 +623,7 @@ def test_drop_verdict_matches_ultralytics(ultra, label_root, lines, task, sep):
 def test_an_unidentified_image_installs_nothing(tmp_path, monkeypatch):
     # Ultralytics' patched Image.open pip-installs pi-heif on the first file PIL cannot identify; check must not
     import ultralytics.utils.checks as checks
-    import ultralytics.utils.patches  # noqa: F401 - the patch, as any command that parsed train arguments has it
+    import ultralytics.utils.patches
 
     from yolodoctor.check.labels import Agg, check_image
 

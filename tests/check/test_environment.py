@@ -16,7 +16,8 @@ def ids(res):
 
 
 def test_cpu_machine_reports_no_gpu_as_fact():
-    res = probe(nvml=Nvml.open(FakeNvmlLib([], init_error="NVML Shared Library Not Found")), environ={"YOLO_OFFLINE": "1"})
+    nvml = Nvml.open(FakeNvmlLib([], init_error="NVML Shared Library Not Found"))
+    res = probe(nvml=nvml, environ={"YOLO_OFFLINE": "1"})
     assert ids(res) == ["EN101"]
     assert res.facts["env.device_kind"] == "cpu"
     assert res.facts["env.nvml"] is False and "Library Not Found" in res.facts["env.nvml_reason"]

@@ -1,5 +1,8 @@
 from yolodoctor.check.resources import (
-    batch_bytes, cache_bytes_per_image, effective_workers, probe_resources,
+    batch_bytes,
+    cache_bytes_per_image,
+    effective_workers,
+    probe_resources,
 )
 
 GB = 1 << 30

@@ -213,7 +213,7 @@ def _check_task_geometry(task: str, row: list[float], changed: np.ndarray, width
         corners = np.array(row[1:]).reshape(4, 2) * (width, height)
         ys, xs = np.nonzero(own)
         drawn = np.stack([xs + 0.5, ys + 0.5], axis=1)
-        for a, b in zip(corners, np.roll(corners, -1, axis=0)):
+        for a, b in zip(corners, np.roll(corners, -1, axis=0), strict=False):
             normal = np.array([a[1] - b[1], b[0] - a[0]]) / np.linalg.norm(b - a)
             along = (drawn - a) @ (b - a) / np.dot(b - a, b - a)
             near_side = np.abs((drawn - a) @ normal)[(along >= 0) & (along <= 1)]
@@ -426,7 +426,7 @@ def test_any_size_renders_valid_rows(width: int, height: int, task: str, seed: i
         row = [float(v) for v in text.split()]
         assert _expected_columns(task, len(row)) and 0 <= row[0] < 12
         x0, y0, x1, y1 = _box_px(row, task, width, height)
-        assert -0.01 <= x0 and -0.01 <= y0 and x1 <= width + 0.01 and y1 <= height + 0.01  # 6-decimal rounding
+        assert x0 >= -0.01 and y0 >= -0.01 and x1 <= width + 0.01 and y1 <= height + 0.01  # 6-decimal rounding
         assert x1 - x0 >= 4 and y1 - y0 >= 4
         if task == "pose":
             kpts = np.array(row[5:]).reshape(NKPT, 3)

@@ -3,13 +3,14 @@ inconsistent record is caught."""
 
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.diagnose import diagnose
 from yolodoctor.diagnosis.invariants import across, violations
-from yolodoctor.record.profile import Profile
 from yolodoctor.record.events import read_events
+from yolodoctor.record.profile import Profile
 
 PROFILES = Path(__file__).resolve().parents[2] / "fixtures" / "profiles"
 RUNS = sorted(p for p in PROFILES.iterdir() if (p / "profile.json").exists())
@@ -83,8 +84,8 @@ def test_the_batch_that_ran_and_the_halvings_come_from_the_steps():
     # retry count Ultralytics resets once the epoch completes
     steps = [{"type": "step", "epoch": 0, "i": i, "n": i, "step": i, "t0": i, "t1": i + 0.5, "wait": 0.0,
               "compute": 0.5, "images": b, "batch": b} for i, b in enumerate([16, 8, 8, 8])]
-    events = steps + [{"type": "oom_retry", "t": 0.7, "epoch": 0, "retry": 1, "batch": 8},
-                      {"type": "fit_epoch_end", "t": 5.0, "epoch": 0, "oom_retries": 0, "batch": 8}]
+    events = [*steps, {"type": "oom_retry", "t": 0.7, "epoch": 0, "retry": 1, "batch": 8},
+              {"type": "fit_epoch_end", "t": 5.0, "epoch": 0, "oom_retries": 0, "batch": 8}]
     prof = Profile(settings={"device": "cuda:0", "batch": 16}, status="complete")
     f = facts_mod.from_profile(prof, events=events, samples=[])
     assert f["run.oom_retries"] == 1.0 and f["run.batch"] == 8.0 and f["run.batch_started"] == 16.0

@@ -148,9 +148,9 @@ def _applied_h200_facts(run_id: str) -> dict:
 
 
 def test_an_applied_run_left_host_bound_names_the_host_side_not_the_loader():
-    # fix-unsafe on the H200, 2026-12-04: it applied batch 64 + 14 workers (compile undecided in its trials); the relaunched run
-    # had no data wait, the GPU 38% busy and a loader 36% faster than the training: what is left is the host's
-    # per-step work - batch 128 (unsafe: beyond nbs) and the syncs - and the loader is not named
+    # fix-unsafe on the H200, 2026-12-04: it applied batch 64 + 14 workers (compile undecided in its trials); the
+    # relaunched run had no data wait, the GPU 38% busy and a loader 36% faster than the training: what is left is the
+    # host's per-step work - batch 128 (unsafe: beyond nbs) and the syncs - and the loader is not named
     findings, outcomes = evaluate(load_rules(), _applied_h200_facts("fix-unsafe-2026-12-04b"))
     assert [f.id for f in findings] == ["LA203", "SY201"]
     assert "Host-bound at batch 64 with the GPU 38% busy" in findings[0].message
@@ -160,8 +160,8 @@ def test_an_applied_run_left_host_bound_names_the_host_side_not_the_loader():
 
 @pytest.mark.parametrize("part,ips,cap", [("fix-safe-2026-12-04a", 964, 1008), ("fix-unsafe-2026-12-03e", 817, 898)])
 def test_the_loader_at_capacity_names_the_cpu_after_the_gpu_side_is_fixed(part, ips, cap):
-    # the applied runs on the H200 (fix-safe 2026-12-04, fix-unsafe 2026-12-03): no data wait, NVML about half busy, every core
-    # busy, a loader that alone made 4-10% more than the training took; the rules of the time named only bf16
+    # the applied runs on the H200 (fix-safe 2026-12-04, fix-unsafe 2026-12-03): no data wait, NVML about half busy,
+    # every core busy, a loader that alone made 4-10% more than the training took; the rules of the time named only bf16
     # (PR202) and cuDNN or determinism flags, GPU-side changes that cannot outrun the loader
     facts = _applied_h200_facts(part)
     findings, outcomes = evaluate(load_rules(), facts)

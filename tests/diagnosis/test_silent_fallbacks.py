@@ -6,8 +6,8 @@ import pytest
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.engine import evaluate
 from yolodoctor.diagnosis.rules import load_rules
-from yolodoctor.record.profile import Profile
 from yolodoctor.profiling.ultralytics_log import LogWatch, classify
+from yolodoctor.record.profile import Profile
 
 GB = 1 << 30
 # as Ultralytics 8.4.190 logs them (utils/checks.py, utils/autobatch.py, data/base.py, data/utils.py, utils/tal.py)

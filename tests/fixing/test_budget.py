@@ -5,8 +5,8 @@ import shutil
 from pathlib import Path
 
 from yolodoctor.fixing.budget import estimate, fit, trial_seconds
-from yolodoctor.fixing.planner import Change, Plan
 from yolodoctor.fixing.candidates import candidates
+from yolodoctor.fixing.planner import Change, Plan
 from yolodoctor.fixing.records import TrialReport
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,4 +81,4 @@ def test_the_design_shrinks_with_the_planned_training():
         sizes.append((len(kept), top))
         assert e.verify_s <= SHARE * saving or len(kept) == 2
     assert sizes[0] == (5, 4) and sizes[0] >= sizes[1] >= sizes[2] and 2 <= sizes[2][0] < 5
-    assert [c.name for c in kept][0] == "baseline" and len(kept) >= 2  # never the baseline alone
+    assert next(c.name for c in kept) == "baseline" and len(kept) >= 2  # never the baseline alone

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -65,7 +66,8 @@ def test_a_one_epoch_training_keeps_and_applies_a_measured_gain(tmp_path):
     assert v["batch=16"]["saved_s"] > 0, v  # over the planned 400 images, one-off included
     runs = [r for r in doc["trials"]["runs"] if r["candidate"] == "batch=16"]
     assert all(r["window_valid"] for r in runs) and {r["seed"] for r in runs} == {0, 1}
-    steps = [json.loads(line) for line in open(f"{runs[0]['run_dir']}/events.jsonl") if '"type": "step"' in line]
+    events = Path(runs[0]["run_dir"], "events.jsonl").read_text().splitlines()
+    steps = [json.loads(line) for line in events if '"type": "step"' in line]
     assert len(steps) > 25 and any(s.get("wrapped") for s in steps)  # past the user's 25 batches
     a = doc["applied"]
     assert a["relaunched"] and a["status"] == "complete" and a["changes"][0]["after"] == 16

@@ -2,10 +2,10 @@
 
 import pytest
 
-from yolodoctor.fixing.parity import mean_curve, opt_curve, opt_points, parity
-from yolodoctor.fixing.planner import Change, Plan
 from yolodoctor.fixing.candidates import Candidate, candidates
 from yolodoctor.fixing.judge import judge
+from yolodoctor.fixing.parity import mean_curve, opt_curve, opt_points, parity
+from yolodoctor.fixing.planner import Change, Plan
 from yolodoctor.fixing.records import TrialRun
 
 
@@ -79,7 +79,7 @@ def runs(name, values, loss=None):
 def seeded(name, values, levels, n=40):
     """Trial runs of one candidate whose repeats ran other seeds: each its own curve."""
     return [TrialRun(name, i, f"/r/{name}{i}", "complete", None, v, True, [], curve(lv, n=n, wobble=0.0))
-            for i, (v, lv) in enumerate(zip(values, levels))]
+            for i, (v, lv) in enumerate(zip(values, levels, strict=False))]
 
 
 def test_a_faster_change_that_changes_training_is_kept_only_with_loss_parity():
@@ -124,7 +124,7 @@ def test_a_training_equivalent_change_is_checked_for_breakage_never_rejected_for
     assert v["amp=bf16"].parity["runs"][0] == 2  # the baseline's two seeds only
     # and it does not come in with a faster whole plan
     plan = seeded("plan", [560, 566], [2.0, 2.02])
-    verdicts, _, kept, _ = judge(base + broken + bf + plan, cands)
+    _verdicts, _, kept, _ = judge(base + broken + bf + plan, cands)
     assert all(x.key != "cache" for x in kept)
     # nor with a candidate stacked on it whose own loss looks fine (measured over it, it would bring it in)
     det = Change("args", "deterministic", True, False, "CF201 t")

@@ -170,7 +170,9 @@ def test_the_best_permitted_proposal_wins_a_key():
 def test_effective_batch_decides_whether_a_batch_change_changes_training():
     from yolodoctor.fixing.planner import Change, changes_training
 
-    b = lambda before, after: changes_training(Change("args", "batch", before, after, "r"), 64)  # noqa: E731
+    def b(before, after):
+        return changes_training(Change("args", "batch", before, after, "r"), 64)
+
     assert not b(16, 64) and not b(16, 32) and not b(8, 16)  # accumulate keeps 64 images per optimizer step
     assert b(16, 128) and b(128, 64) and b(16, 48) and b(16, 40)  # 128; 128 -> 64; 48 x 1; 40 x 2 = 80
     assert not b(16, -1) and not b(16, 0.9)  # autobatch: decided at run time
@@ -265,8 +267,8 @@ def test_an_unsafe_driver_gets_the_workers_too_and_the_safe_changes_stack_on_its
 
 
 def test_a_tried_change_is_stacked_on_the_workers_change_too():
-    from yolodoctor.fixing.planner import Change
     from yolodoctor.fixing.candidates import candidates
+    from yolodoctor.fixing.planner import Change
 
     p = plan([finding("LA201", 57.5, batch=64)], h200_facts(), SETTINGS)
     p.changes.append(Change("args", "channels_last", False, True, "--try (yours)"))
@@ -309,8 +311,8 @@ def test_the_whole_plan_is_trialled_where_no_candidate_holds_exactly_it():
 
 
 def test_every_reference_is_a_candidate_when_compile_drives_the_workers():
-    from yolodoctor.fixing.planner import Change, Plan
     from yolodoctor.fixing.candidates import candidates
+    from yolodoctor.fixing.planner import Change, Plan
 
     ro = Change("args", "compile", False, "reduce-overhead", "LA202 t", requires=["batch"])
     big = Change("args", "batch", 16, 128, "LA203 t", "unsafe", changes_training=True)

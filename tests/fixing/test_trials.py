@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from yolodoctor.fixing.planner import Change, Plan
 from yolodoctor.fixing.candidates import candidates, mismatches
 from yolodoctor.fixing.judge import judge, undecided
+from yolodoctor.fixing.planner import Change, Plan
 from yolodoctor.fixing.records import TrialReport, TrialRun, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,14 +181,17 @@ def test_the_safe_fallback_is_kept_when_the_unsafe_change_fails_its_loss_parity(
     safe = Change("args", "batch", 16, 64, "LA201 t")
     cands = candidates(Plan(changes=[big], fallbacks=[safe]))
     assert [c.name for c in cands] == ["baseline", "batch=128", "batch=64"]
-    rs = [TrialRun("baseline", i, "/r", "complete", None, v, True, [], curve(2.0, seed=i)) for i, v in enumerate([100, 101])]
-    rs += [TrialRun("batch=128", i, "/r", "complete", None, v, True, [], curve(2.6, seed=i)) for i, v in enumerate([300, 301])]
+    rs = [TrialRun("baseline", i, "/r", "complete", None, v, True, [], curve(2.0, seed=i))
+          for i, v in enumerate([100, 101])]
+    rs += [TrialRun("batch=128", i, "/r", "complete", None, v, True, [], curve(2.6, seed=i))
+           for i, v in enumerate([300, 301])]
     rs += [TrialRun("batch=64", i, "/r", "complete", None, v, True, []) for i, v in enumerate([250, 251])]
-    verdicts, _, kept, _ = judge(rs, cands)
+    _verdicts, _, kept, _ = judge(rs, cands)
     assert [(c.key, c.after) for c in kept] == [("batch", 64)]
     # both pass: the faster one holds the key
     rs2 = [r for r in rs if r.candidate != "batch=128"] + [
-        TrialRun("batch=128", i, "/r", "complete", None, v, True, [], curve(2.0, seed=i)) for i, v in enumerate([300, 301])]
+        TrialRun("batch=128", i, "/r", "complete", None, v, True, [], curve(2.0, seed=i))
+        for i, v in enumerate([300, 301])]
     assert [(c.key, c.after) for c in judge(rs2, cands)[2]] == [("batch", 128)]
 
 
@@ -199,7 +202,7 @@ def test_the_host_probe_times_each_trial_and_its_drift_is_reported():
 
     cands = candidates(plan_of(("batch", 64)))
     rs = runs("baseline", [100, 104]) + runs("batch=64", [200, 204])
-    for r, ms in zip(rs, (14.0, 15.0, 27.0, 16.0)):
+    for r, ms in zip(rs, (14.0, 15.0, 27.0, 16.0), strict=False):
         r.host_ms = ms
     verdicts, spread, kept, noise = judge(rs, cands)
     t = TrialReport(rs, verdicts, spread, kept, noise)
@@ -339,7 +342,6 @@ def test_the_h200_trials_that_applied_the_slower_set_now_run_the_whole_plan_agai
     # the same trials in the order they ran (two rounds, then extra ones): after two rounds only batch=64 was kept,
     # and the whole plan beat it (+45.6%) beyond the noise - applied whole at once, and the four extra rounds the
     # run spent on compile and batch=64+workers=14 (six trials) are not needed
-    from yolodoctor.fixing.trials import run_trials
 
     table: dict[str, list[float]] = {}
     for r in sorted(rs, key=lambda r: r.rep):
@@ -373,7 +375,7 @@ def test_the_h200_unsafe_trials_judge_loss_parity_over_the_safe_trials_images_no
         assert recorded[name]["parity"]["images"] == 1920
         assert recorded[name]["parity"]["rel"] == pytest.approx(rel, abs=1e-3)
     assert recorded["batch=64+workers=14+amp=bf16"]["parity"]["rel"] == pytest.approx(-0.115, abs=1e-3)
-    verdicts, _, kept, noise = judge(rs, cands)
+    verdicts, _, kept, _noise = judge(rs, cands)
     v = {x.candidate: x for x in verdicts}
     assert {c.key: c.after for c in kept} == h["kept"] == h["applied"] == {
         "batch": 64, "workers": 14, "compile": "reduce-overhead"}
@@ -480,9 +482,9 @@ def test_the_repeats_that_would_decide_a_gain_at_the_machines_noise():
     assert noisy.repeats_to_decide(0.05) is None  # 53 repeats each: more than DECIDE_MAX
     assert Noise(0.05, 12).repeats_to_decide(0.10) == 3  # 2 x (2.179 x 0.05 / 0.10)^2 = 2.4
     assert noisy.repeats_to_decide(0.02) is None and Noise(None, 0).repeats_to_decide(0.5) is None
-    # the H200 fix-safe trials with --max-reps 4 (2026-12-03): the plan +20.2% over the kept set, undecided at two repeats, was
-    # decided by the next ones (test above); compile's +6.7% after four is not worth more
-    h, plan, rs = _recorded("h200-fix-safe-2026-12-03d.json")
+    # the H200 fix-safe trials with --max-reps 4 (2026-12-03): the plan +20.2% over the kept set, undecided at two
+    # repeats, was decided by the next ones (test above); compile's +6.7% after four is not worth more
+    _h, plan, rs = _recorded("h200-fix-safe-2026-12-03d.json")
     v = {x.candidate: x for x in judge(rs, candidates(plan))[0]}
     assert v["plan"].to_decide == 3 and v["batch=64+workers=14+compile=reduce-overhead"].to_decide is None
     assert v["batch=64"].to_decide is None  # decided
@@ -526,7 +528,8 @@ def test_the_plans_safe_part_is_applied_whole_when_an_unsafe_change_fails_its_lo
     table["batch=64+workers=14+amp=bf16"] = table["batch=64+workers=14+deterministic=False"] = [716, 721]
 
     def runs(t):  # what holds batch 128 learns differently; the rest as the baseline
-        return [TrialRun(n, i, "/r", "complete", None, v, True, [], curve(2.6 if "128" in n or n == "plan" else 2.0, seed=i))
+        return [TrialRun(n, i, "/r", "complete", None, v, True, [],
+                         curve(2.6 if "128" in n or n == "plan" else 2.0, seed=i))
                 for n, vals in t.items() for i, v in enumerate(vals)]
     verdicts, _, kept, _ = judge(runs(table), cands)
     v = {x.candidate: x for x in verdicts}

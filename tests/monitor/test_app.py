@@ -10,9 +10,9 @@ from pathlib import Path
 
 import psutil
 import yaml
+from fakes import FakeNvmlLib
 from textual.widgets import DataTable, Digits, Markdown
 
-from fakes import FakeNvmlLib
 from yolodoctor.api.nvml import Nvml
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.monitor.app import MonitorApp
@@ -80,7 +80,7 @@ def test_a_finding_appears_and_clears_in_the_table(rules, wait_for):
         async with app.run_test(size=(120, 40)) as pilot:
             for hold, present in ((k_on - 1, False), (k_on, True), (k_off - 1, True), (k_off, False)):
                 src.hold = hold
-                await wait_for(pilot, lambda: app.snapshot and app.snapshot.seq == hold)
+                await wait_for(pilot, lambda hold=hold: app.snapshot and app.snapshot.seq == hold)
                 assert ("RN201" in table_ids(app)) is present, hold
 
     asyncio.run(main())
@@ -146,7 +146,7 @@ def test_survives_without_nvml(rules, first_step, wait_for, copy_run):
     asyncio.run(machine())
     # a run recorded without NVML: its sampler_start says why, its samples have no GPU section
     run = copy_run("h200-workers0", dest="nogpu")
-    lines = gzip.open(run / "samples.jsonl.gz", "rt").read().splitlines()
+    lines = gzip.decompress((run / "samples.jsonl.gz").read_bytes()).decode().splitlines()
     recs = [json.loads(x) for x in lines]
     for r in recs:
         if r["type"] == "sampler_start":

@@ -79,7 +79,7 @@ def test_findings_appear_and_clear_with_hysteresis(rules):
     cleared = next(i for i in range(first, len(raw)) if "RN201" not in raw[i])
     assert all("RN201" in s for s in shown[cleared:cleared + off - 1])
     assert "RN201" not in shown[cleared + off - 1]
-    assert any(r != s for r, s in zip(raw, shown))  # hysteresis did something
+    assert any(r != s for r, s in zip(raw, shown, strict=False))  # hysteresis did something
 
 
 @pytest.mark.parametrize("window", [4.0, 0.2])  # 0.2 s: at the end the window holds only trace-window steps
@@ -117,7 +117,7 @@ def test_replay_ends_with_the_runs_diagnosis(rules, name):
 
 
 def test_run_dir_source_tails_a_growing_run(rules, recorded, tmp_path):
-    events, samples, t0 = recorded("h200-workers0")
+    events, samples, _t0 = recorded("h200-workers0")
     run = tmp_path / "live"
     run.mkdir()
     prof = json.loads((PROFILES / "h200-workers0" / "profile.json").read_text())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -121,7 +122,7 @@ class FakePsutil:
         self.disk = DiskIo(0, 0, 0, 0)
         self.vm = SimpleNamespace(total=64 << 30, used=8 << 30, available=56 << 30, percent=12.5)
 
-    def Process(self, pid):  # noqa: N802 - psutil's name
+    def Process(self, pid):
         if pid not in self.procs:
             raise psutil.NoSuchProcess(pid)
         return FakeProc(self, pid)
@@ -453,7 +454,7 @@ def test_fast_path_liveness_and_new_process_cpu(tmp_path):
     world.procs[3001] = {"ppid": MAIN, "cpu": 0.0}
     write_proc(root, 3001, ppid=MAIN, ticks=40, starttime=int(100.5 * 100))  # born 0.5 s into this interval
     world.procs[3002] = {"ppid": MAIN, "cpu": 0.0}
-    write_proc(root, 3002, ppid=MAIN, ticks=40, starttime=int(50 * 100))  # older, merely unseen so far
+    write_proc(root, 3002, ppid=MAIN, ticks=40, starttime=50 * 100)  # older, merely unseen so far
     reader.bt += 1.0
     got = {c["pid"]: c["cpu"] for c in s.sample(1.0, BOOT + 1)["children"]}
     assert got[3001] == 40.0 and got[3002] is None
@@ -649,7 +650,7 @@ def test_real_sampler_against_a_busy_process(tmp_path):
     samples = [r for r in recs if r["type"] == "sample"]
     assert len(samples) >= 8
     ts = [r["t"] for r in samples]
-    assert all(b > a for a, b in zip(ts, ts[1:]))
+    assert all(b > a for a, b in itertools.pairwise(ts))
     assert abs(ts[0] - time.monotonic()) < 60  # the same CLOCK_MONOTONIC as this process
     busy = [r["proc"]["cpu"] for r in samples if r["proc"] and r["proc"]["cpu"] is not None]
     assert sum(c > 50 for c in busy) >= 5, busy

@@ -2,8 +2,8 @@
 
 import time
 
-from yolodoctor.record import bounds
 from yolodoctor.profiling.recorder import endless, queued
+from yolodoctor.record import bounds
 from yolodoctor.record.summary import summarise
 
 
@@ -23,7 +23,8 @@ def run(ready, step_s=0.1, images=8, waits=None):
 
 def test_a_full_queue_gpu_bound_run_is_steady_from_the_settle_steps():
     s = summarise(run([60] * 50), {"workers": 15, "prefetch_factor": 4})  # depth 60: the fixed rule wanted 200 steps
-    assert s["window"]["valid"] and s["window"]["first_step"] == bounds.SETTLE and s["window"]["evidence"] == "occupancy"
+    w = s["window"]
+    assert w["valid"] and w["first_step"] == bounds.SETTLE and w["evidence"] == "occupancy"
 
 
 def test_a_drained_loader_bound_run_starts_its_window_once_the_queue_is_empty():
@@ -67,7 +68,7 @@ def test_records_without_occupancy_keep_the_fixed_rule():
 
 
 def test_one_off_is_the_time_to_reach_the_window_beyond_its_images_at_the_steady_rate():
-    events = [{"type": "train_begin", "t": -5.0, "train_index": 0}] + run([None] * 40)
+    events = [{"type": "train_begin", "t": -5.0, "train_index": 0}, *run([None] * 40)]
     s = summarise(events, {"workers": 0})
     assert abs(s["one_off_s"] - 5.0) < 1e-6  # 20 steps before the window took exactly their steady time
 

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # reliability_support, importable by the test modules
 
-from reliability_support import OBSERVER, TRAIN, snapshot, yd  # noqa: E402
+from reliability_support import OBSERVER, TRAIN, snapshot, yd
 
 
 @pytest.fixture(scope="session")

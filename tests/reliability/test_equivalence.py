@@ -49,7 +49,7 @@ def tensors_equal(a, b, where=""):
         return sum(tensors_equal(a[k], b[k], f"{where}.{k}") for k in a)
     if isinstance(a, (list, tuple)):
         assert len(a) == len(b), where
-        return sum(tensors_equal(x, y, f"{where}[{i}]") for i, (x, y) in enumerate(zip(a, b)))
+        return sum(tensors_equal(x, y, f"{where}[{i}]") for i, (x, y) in enumerate(zip(a, b, strict=False)))
     assert a == b, f"{where}: {a!r} != {b!r}"
     return 0
 

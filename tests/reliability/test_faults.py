@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from reliability_support import HERE, ROOT, env, has_step, one_line_error, snapshot, wait_for, yd, yd_popen
@@ -30,7 +29,9 @@ from yolodoctor.record.events import read_events
 
 pytestmark = pytest.mark.slow
 
-FAULTS = {  # YD_TEST_FAULT (tests/seams/sitecustomize.py) -> reason prefix, finding the profile command prints, the child's exit code
+# YD_TEST_FAULT (tests/seams/sitecustomize.py) -> reason prefix, finding the profile command prints, the child's
+# exit code
+FAULTS = {
     "oom@3": ("out-of-memory", "MM201", 1),  # a CUDA-style OOM raised inside the training loop
     "crash@3": ("crashed", "ST102", 1),  # a generic exception inside the training loop
     "nan@3": ("nan", "ST101", 0),  # the loss turns NaN; training goes on to its bound

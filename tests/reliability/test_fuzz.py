@@ -17,7 +17,6 @@ import gzip
 import json
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
@@ -27,7 +26,7 @@ from reliability_support import ROOT, cli, one_line_error, yd
 
 FIXTURE = ROOT / "fixtures" / "profiles" / "h200-defaults"
 PROFILE = json.loads((FIXTURE / "profile.json").read_text())
-EVENTS = [json.loads(line) for line in gzip.open(FIXTURE / "events.jsonl.gz", "rt")]
+EVENTS = [json.loads(line) for line in gzip.decompress((FIXTURE / "events.jsonl.gz").read_bytes()).splitlines()]
 EXAMPLES = int(os.environ.get("YOLODOCTOR_FUZZ_EXAMPLES", "40"))  # more for a long local search
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES == 40, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -200,7 +199,7 @@ def test_non_finite_numbers_in_a_profile_give_strict_json(tmp_path):
     for argv in (["diagnose", run, "--json"], ["fix", run, "--json"], ["compare", FIXTURE, run, "--json"]):
         code, out, err = cli(argv)
         assert code in (0, 1) and "internal error" not in err, (argv, err)
-        facts = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in {argv}"))["facts"]
+        facts = json.loads(out, parse_constant=lambda c, argv=argv: pytest.fail(f"{c} in {argv}"))["facts"]
         assert "run.images_per_s" not in facts and "run.batch_started" not in facts  # (run.batch: the steps')
 
 

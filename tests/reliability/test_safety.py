@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from reliability_support import bounded, cli, one_line_error, snapshot, yd
@@ -122,7 +123,7 @@ def test_no_command_reaches_the_download_field(dataset, profiled, tmp_path):
 class FakeProcess:
     """Stands in for subprocess.Popen: records what would be launched; a training child "completes" at once."""
 
-    launched: list[tuple[list[str], dict]] = []
+    launched: ClassVar[list[tuple[list[str], dict]]] = []
 
     def __init__(self, argv, **kw):
         from yolodoctor.record.events import EventWriter

@@ -5,10 +5,12 @@ A missing library, a machine without a GPU or a driver error are facts (``Nvml.u
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -177,10 +179,8 @@ class Nvml:
 
     def close(self) -> None:
         if self._lib is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._lib.nvmlShutdown()
-            except Exception:
-                pass
 
 
 def visible_gpus(gpus: list[GpuInfo], environ: dict[str, str] | None = None) -> list[GpuInfo]:

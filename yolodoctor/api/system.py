@@ -63,9 +63,9 @@ def mount_of(path: str | Path, partitions: list[Any] | None = None) -> dict[str,
     best = None
     for p in parts:
         mp = p.mountpoint.rstrip("/") or "/"
-        if real == mp or real.startswith(mp + "/") or mp == "/":
-            if best is None or len(mp) > len(best.mountpoint.rstrip("/") or "/"):
-                best = p
+        covers = real == mp or real.startswith(mp + "/") or mp == "/"
+        if covers and (best is None or len(mp) > len(best.mountpoint.rstrip("/") or "/")):
+            best = p
     if best is None:
         return None
     return {"device": best.device, "mountpoint": best.mountpoint, "fstype": best.fstype}

@@ -46,16 +46,16 @@ from yolodoctor.check.datayaml import (
     is_dir,
     is_file,
     list_images,
-    walk_files,
     load_yaml,
     resolve_root,
     resolve_split,
+    walk_files,
 )
 from yolodoctor.check.labels import IMG_FORMATS, img2label_paths
 from yolodoctor.check.probe import ProbeResult
 from yolodoctor.errors import InputError, UsageError
 
-__all__ = ["DatasetCheck", "DatasetIndex", "check_dataset", "IMG_FORMATS", "img2label_paths", "usable_cores"]
+__all__ = ["IMG_FORMATS", "DatasetCheck", "DatasetIndex", "check_dataset", "img2label_paths", "usable_cores"]
 
 POOL_MIN_FILES = 400  # below this, a process pool costs more than it saves
 
@@ -177,30 +177,19 @@ def _orphan_labels(sources: list[Path], expected: set[str], list_files: set[str]
     return sorted(p for p in found if p not in expected and p not in list_files)
 
 
-def check_dataset(data: str | Path, *, task: str | None = None, workers: int | None = None) -> DatasetCheck:
-    """Check a detect/segment/pose/obb data.yaml and every image and label it names. See the module docstring."""
-    t0 = time.perf_counter()
-    if task is not None and task not in (*TASKS, "classify"):
-        raise UsageError(f"unknown task {task!r} (choose detect, segment, pose, obb or classify)")
-    yaml_file = _locate(data)
-    res = DatasetCheck()
-    facts = res.facts
-    facts["dataset.yaml"] = str(yaml_file.resolve())
+def _seconds_since(t0: float) -> float:
+    return round(time.perf_counter() - t0, 3)
 
-    raw, problem = load_yaml(yaml_file)
-    if problem is not None or raw is None:
-        facts["dataset.yaml_problems"] = yaml_problems([problem] if problem else [], yaml_file.name)
-        facts["dataset.check_seconds"] = round(time.perf_counter() - t0, 3)
-        return res
 
-    problems: list[YamlProblem] = []
-    d = dict(raw)
-    dl = d.get("download")
+def _download_facts(dl: Any, facts: dict[str, Any]) -> None:
     facts["dataset.download"] = dl is not None
     if dl is not None:
         text = dl if isinstance(dl, str) else repr(dl)
         facts["dataset.download_text"] = text[:300] + ("…" if len(text) > 300 else "")
 
+
+def _check_keys(d: dict[str, Any], problems: list[YamlProblem]) -> None:
+    """The keys' types (a wrong one is dropped), val: under its other name, and the keys that must be there."""
     for key, types in DATASET_KEY_TYPES.items():
         v = d.get(key)
         if v is not None and not isinstance(v, types):
@@ -219,32 +208,20 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
             )
         )
 
-    task = infer_task(d, task)
-    facts["dataset.task"] = task
-    if task == "classify":  # class folders: not checked here
-        facts["dataset.yaml_problems"] = yaml_problems(problems, yaml_file.name)
-        facts["dataset.check_seconds"] = round(time.perf_counter() - t0, 3)
-        return res
 
-    names = check_names(d, problems) if not any(p.evidence.get("key") == "names" for p in problems) else None
-    kpt = check_kpt_shape(d, task, problems)
-    root = resolve_root(d, yaml_file.resolve(), problems)
-    facts["dataset.root"] = str(root)
-    facts["dataset.classes"] = len(names) if names else None
+@dataclass
+class _Splits:
+    """The image files each split lists (as Ultralytics would hold them), and where they were found."""
 
-    index = DatasetIndex(
-        yaml_path=yaml_file.resolve(),
-        root=root,
-        task=task,
-        names=names or {},
-        kpt_shape=kpt,
-        download=(dl if isinstance(dl, str) else (repr(dl) if dl is not None else None)),
-    )
-    res.index = index
+    images: dict[str, list[str]]
+    sources: list[Path]  # the split folders and lists that exist
+    list_files: set[str]  # the .txt lists among them (not label files)
 
-    raw_splits: dict[str, list[str]] = {}
-    all_sources: list[Path] = []
-    list_files: set[str] = set()
+
+def _resolve_splits(
+    d: dict[str, Any], root: Path, download: Any, index: DatasetIndex, problems: list[YamlProblem]
+) -> _Splits:
+    found = _Splits({}, [], set())
     for split in SPLITS:
         value = d.get(split)
         if not value:
@@ -263,32 +240,36 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
         gone = [s for s in sources if not exists(s)]
         for s in gone:
             msg = f"{split}: {s} does not exist"
-            if split == "val" and dl is not None:
+            if split == "val" and download is not None:
                 msg += " (Ultralytics would now run the download: field)"
             problems.append(YamlProblem("path-missing", msg, {"split": split, "path": str(s), "root": str(root)}))
         here = [s for s in sources if s not in gone]
         if not here:
             continue
-        all_sources.extend(here)
-        list_files.update(os.path.abspath(s) for s in here if is_file(s))
+        found.sources.extend(here)
+        found.list_files.update(os.path.abspath(s) for s in here if is_file(s))
         imgs, notes = list_images(here)
-        raw_splits[split] = imgs
+        found.images[split] = imgs
         if not imgs and split != "test":
             ev = {"split": split, "sources": [str(s) for s in here], "non_image_files": notes["ignored_files"]}
             if notes["unreadable_lists"]:
                 ev["unreadable_lists"] = notes["unreadable_lists"]
             problems.append(YamlProblem("no-images", f"{split}: no image files in {', '.join(map(str, here))}", ev))
+    return found
 
-    facts["dataset.yaml_problems"] = yaml_problems(problems, yaml_file.name)
 
-    # unique images over splits; labels mapped from the string Ultralytics would hold, then made absolute
+def _unique_images(
+    raw_splits: dict[str, list[str]], index: DatasetIndex, facts: dict[str, Any]
+) -> tuple[list[tuple[int, str, str]], list[list[str]]]:
+    """Unique images over splits (index, image, label file) and the splits each is in; labels mapped from the string
+    Ultralytics would hold, then made absolute."""
     uniq: dict[str, int] = {}
     items: list[tuple[int, str, str]] = []
     membership: list[list[str]] = []
     for split, imgs in raw_splits.items():
         lbls = img2label_paths(imgs)
         paths = []
-        for img, lbl in zip(imgs, lbls):
+        for img, lbl in zip(imgs, lbls, strict=False):
             a = img if os.path.isabs(img) else os.path.abspath(img) if "\x00" not in img else img
             paths.append(Path(a))
             i = uniq.get(a)
@@ -301,38 +282,44 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
                 membership[i].append(split)
         index.splits[split] = paths
         facts[f"dataset.images.{split}"] = len(imgs)
+    return items, membership
 
-    if not items:
-        facts["dataset.images"] = 0
-        facts["dataset.check_seconds"] = round(time.perf_counter() - t0, 3)
-        return res
 
-    n_workers = usable_cores() if workers is None else max(1, int(workers))
-    spec = L.LabelSpec(task=task, nc=len(names) if names else None, kpt=kpt)
-    agg, used = _run_pool(items, spec, n_workers)
-
-    # --- per-split counts
+def _missing_labels(
+    agg: L.Agg, items: list[tuple[int, str, str]], membership: list[list[str]], raw_splits: dict[str, list[str]]
+) -> dict[str, Any]:
+    """The no_label defect: the files, the first examples, and how many each split misses."""
     split_n = {s: len(v) for s, v in raw_splits.items()}
     miss_by_split = {s: 0 for s in raw_splits}
     for i in agg.missing:
         for s in membership[i]:
             miss_by_split[s] += 1
+    agg.missing.sort()
+    ex = [
+        {"file": items[i][1], "label": items[i][2], "reason": "no label file"}
+        for i in agg.missing[: L.MAX_EXAMPLES]
+    ]
+    shares = {s: miss_by_split[s] / split_n[s] for s in raw_splits if split_n[s]}
+    per = ", ".join(f"{s} {miss_by_split[s]}/{split_n[s]}" for s in raw_splits if miss_by_split[s])
+    return {"kind": L.NO_LABEL, "files": len(agg.missing), "examples": ex, "by_split": miss_by_split,
+            "per_split": per, "missing_share_max": max(shares.values(), default=0.0)}
 
-    # --- the per-file verdicts, one item per kind found (the DS1xx and DS2xx rules read them)
-    total = len(items)
+
+def _split_overlap(raw_splits: dict[str, list[str]]) -> list[str]:
+    """Images in both train and val."""
+    if "train" not in raw_splits or "val" not in raw_splits:
+        return []
+    tr = set(map(os.path.abspath, raw_splits["train"])) if raw_splits["train"] else set()
+    return sorted(p for p in map(os.path.abspath, raw_splits["val"]) if p in tr)
+
+
+def _defects(
+    agg: L.Agg, items: list[tuple[int, str, str]], membership: list[list[str]], splits: _Splits, orphans: list[str]
+) -> list[dict[str, Any]]:
+    """The per-file verdicts, one item per kind found (the DS1xx and DS2xx rules read them)."""
     defects: list[dict[str, Any]] = []
     if agg.missing:
-        agg.missing.sort()
-        ex = [
-            {"file": items[i][1], "label": items[i][2], "reason": "no label file"}
-            for i in agg.missing[: L.MAX_EXAMPLES]
-        ]
-        shares = {s: miss_by_split[s] / split_n[s] for s in raw_splits if split_n[s]}
-        per = ", ".join(f"{s} {miss_by_split[s]}/{split_n[s]}" for s in raw_splits if miss_by_split[s])
-        defects.append({"kind": L.NO_LABEL, "files": len(agg.missing), "examples": ex, "by_split": miss_by_split,
-                        "per_split": per, "missing_share_max": max(shares.values(), default=0.0)})
-    expected = {lb for _, _, lb in items}
-    orphans = _orphan_labels(all_sources, expected, list_files)
+        defects.append(_missing_labels(agg, items, membership, splits.images))
     if orphans:
         defects.append({"kind": "orphan_label", "files": len(orphans),
                         "examples": [{"file": p, "reason": "no image with this name stem"} for p in orphans[:5]]})
@@ -344,18 +331,17 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
         if code in agg.defects:
             files, _, ex = agg.defects[code]
             defects.append({"kind": code, "files": files, "examples": ex})
-    if "train" in raw_splits and "val" in raw_splits:
-        tr = set(map(os.path.abspath, raw_splits["train"])) if raw_splits["train"] else set()
-        both = sorted(p for p in map(os.path.abspath, raw_splits["val"]) if p in tr)
-        if both:
-            defects.append({"kind": "split_overlap", "files": len(both), "examples": [{"file": p} for p in both[:5]]})
+    both = _split_overlap(splits.images)
+    if both:
+        defects.append({"kind": "split_overlap", "files": len(both), "examples": [{"file": p} for p in both[:5]]})
     for code in (L.LBL_COLUMNS, L.LBL_PARSE, L.LBL_CLASS, L.LBL_COORDS, L.LBL_ZERO, L.LBL_DUP):
         if code in agg.defects:
             files, rows, ex = agg.defects[code]
             defects.append({"kind": code, "files": files, "rows": rows, "examples": ex})
-    facts["dataset.defects"] = defects
+    return defects
 
-    # --- facts
+
+def _count_facts(facts: dict[str, Any], agg: L.Agg, total: int, orphans: list[str]) -> None:
     image_codes = (L.IMG_MISSING, L.IMG_EMPTY, L.IMG_CORRUPT, L.IMG_SMALL)
     unusable = sum(agg.defects[c][0] for c in image_codes if c in agg.defects)
     facts["dataset.images"] = total
@@ -376,6 +362,69 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
         facts["dataset.image_size_median"] = [ws[len(ws) // 2], hs[len(hs) // 2]]
     else:
         facts["dataset.image_size_median"] = None
+
+
+def check_dataset(data: str | Path, *, task: str | None = None, workers: int | None = None) -> DatasetCheck:
+    """Check a detect/segment/pose/obb data.yaml and every image and label it names. See the module docstring."""
+    t0 = time.perf_counter()
+    if task is not None and task not in (*TASKS, "classify"):
+        raise UsageError(f"unknown task {task!r} (choose detect, segment, pose, obb or classify)")
+    yaml_file = _locate(data)
+    res = DatasetCheck()
+    facts = res.facts
+    facts["dataset.yaml"] = str(yaml_file.resolve())
+
+    raw, problem = load_yaml(yaml_file)
+    if problem is not None or raw is None:
+        facts["dataset.yaml_problems"] = yaml_problems([problem] if problem else [], yaml_file.name)
+        facts["dataset.check_seconds"] = _seconds_since(t0)
+        return res
+
+    problems: list[YamlProblem] = []
+    d = dict(raw)
+    dl = d.get("download")
+    _download_facts(dl, facts)
+    _check_keys(d, problems)
+
+    task = infer_task(d, task)
+    facts["dataset.task"] = task
+    if task == "classify":  # class folders: not checked here
+        facts["dataset.yaml_problems"] = yaml_problems(problems, yaml_file.name)
+        facts["dataset.check_seconds"] = _seconds_since(t0)
+        return res
+
+    names = check_names(d, problems) if not any(p.evidence.get("key") == "names" for p in problems) else None
+    kpt = check_kpt_shape(d, task, problems)
+    root = resolve_root(d, yaml_file.resolve(), problems)
+    facts["dataset.root"] = str(root)
+    facts["dataset.classes"] = len(names) if names else None
+
+    index = DatasetIndex(
+        yaml_path=yaml_file.resolve(),
+        root=root,
+        task=task,
+        names=names or {},
+        kpt_shape=kpt,
+        download=(dl if isinstance(dl, str) else (repr(dl) if dl is not None else None)),
+    )
+    res.index = index
+
+    splits = _resolve_splits(d, root, dl, index, problems)
+    facts["dataset.yaml_problems"] = yaml_problems(problems, yaml_file.name)
+    items, membership = _unique_images(splits.images, index, facts)
+    if not items:
+        facts["dataset.images"] = 0
+        facts["dataset.check_seconds"] = _seconds_since(t0)
+        return res
+
+    n_workers = usable_cores() if workers is None else max(1, int(workers))
+    spec = L.LabelSpec(task=task, nc=len(names) if names else None, kpt=kpt)
+    agg, used = _run_pool(items, spec, n_workers)
+
+    expected = {lb for _, _, lb in items}
+    orphans = _orphan_labels(splits.sources, expected, list_files=splits.list_files)
+    facts["dataset.defects"] = _defects(agg, items, membership, splits, orphans)
+    _count_facts(facts, agg, len(items), orphans)
     facts["dataset.check_workers"] = used
-    facts["dataset.check_seconds"] = round(time.perf_counter() - t0, 3)
+    facts["dataset.check_seconds"] = _seconds_since(t0)
     return res

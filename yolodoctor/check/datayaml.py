@@ -13,13 +13,15 @@ Nothing here imports torch or ultralytics.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from yolodoctor import yamlsafe
 from yolodoctor.check.labels import IMG_FORMATS, img2label_paths
@@ -151,10 +153,8 @@ def _default_datasets_dir() -> Path:
 def datasets_dir() -> Path:
     """Ultralytics' ``DATASETS_DIR`` (``settings.json`` ``datasets_dir``) without importing ultralytics."""
     candidates = [_user_config_dir() / "settings.json"]
-    try:
+    with contextlib.suppress(AttributeError):  # pragma: no cover - non-POSIX has no getuid
         candidates.append(Path("/tmp") / f"Ultralytics-{os.getuid()}" / "settings.json")
-    except AttributeError:  # pragma: no cover - non-POSIX
-        pass
     for f in candidates:
         try:
             value = json.loads(f.read_text(encoding="utf-8")).get("datasets_dir")
@@ -184,10 +184,10 @@ def load_yaml(file: Path) -> tuple[dict | None, YamlProblem | None]:
         return None, YamlProblem("unparseable", f"cannot read {file}: {e.strerror or e}", {"file": str(file)})
     try:
         data = yamlsafe.safe_load(text)  # safe_load, and no alias bomb
-    except Exception as e:  # noqa: BLE001 - any parser failure (incl. RecursionError) is a finding
+    except Exception as e:
         try:
             data = yamlsafe.safe_load(_YAML_BAD_CHARS.sub("", text))
-        except Exception:  # noqa: BLE001
+        except Exception:
             where = getattr(e, "problem_mark", None)
             what = getattr(e, "problem", None) or _one_line(str(e), 120)
             ev: dict[str, Any] = {"file": str(_resolve(file)), "error": _one_line(str(e))}
@@ -216,7 +216,7 @@ def _one_line(s: str, limit: int = 300) -> str:
 def _short(v: Any, limit: int = 200) -> str:
     try:
         s = repr(v)
-    except Exception:  # noqa: BLE001
+    except Exception:
         s = f"<{type(v).__name__}>"
     return s if len(s) <= limit else s[: limit - 1] + "…"
 

@@ -7,6 +7,7 @@ on GPUs Ultralytics turns it off on, bf16 where the GPU has it).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import platform
@@ -58,10 +59,8 @@ def torch_facts() -> dict[str, Any]:
         "env.tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "env.tf32_cudnn": torch.backends.cudnn.allow_tf32,
     }
-    try:
+    with contextlib.suppress(Exception):
         facts["env.cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    except Exception:
-        pass
     try:
         facts["env.cuda_available"] = bool(torch.cuda.is_available())
     except Exception:
@@ -111,7 +110,7 @@ def match_devices(torch_devices: list[dict], nvml_gpus: list[GpuInfo]) -> tuple[
 
 def probe_environment(args: dict[str, Any], *, nvml: Nvml | None = None, torch_info: dict | None = None,
                       ultra_info: dict | None = None, environ: dict[str, str] | None = None,
-                      is_online: bool | None | str = "probe") -> ProbeResult:
+                      is_online: bool | str | None = "probe") -> ProbeResult:
     """Facts about the software and hardware the training would run on.
 
     The keyword arguments let tests replay a recorded machine (fake NVML, torch and Ultralytics facts).

@@ -22,7 +22,7 @@ import warnings
 from array import array
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 # Copy of ultralytics.data.utils.IMG_FORMATS (8.4.190).
 IMG_FORMATS = frozenset(
@@ -73,7 +73,7 @@ class LabelSpec:
 class Agg:
     """What one chunk (or the whole run) found: defects with counts and examples, and summary numbers."""
 
-    __slots__ = ("defects", "n", "bytes", "formats", "sizes", "instances", "classes", "kinds", "missing", "empty")
+    __slots__ = ("bytes", "classes", "defects", "empty", "formats", "instances", "kinds", "missing", "n", "sizes")
 
     def __init__(self) -> None:
         self.defects: dict[str, list] = {}  # code -> [files, rows, examples]
@@ -149,17 +149,23 @@ def _open_image(f: Any, path: str) -> Any:
         return pil_open(f)
 
 
+def _open_image_file(path: str, agg: Agg) -> BinaryIO | None:
+    """The image file opened for reading, or None with the reason counted (missing, or cannot be opened)."""
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        agg.add(IMG_MISSING, 1, [{"file": path, "reason": "image file does not exist"}])
+    except (OSError, ValueError) as e:
+        agg.add(IMG_CORRUPT, 1, [{"file": path, "reason": f"cannot open: {_err(e)}"}])
+    return None
+
+
 def check_image(path: str, agg: Agg) -> None:
     """check_image without the decode: header, verify(), size, format, JPEG EOI marker."""
     ext = path.rpartition(".")[2].lower()
     agg.formats[ext] += 1
-    try:
-        f = open(path, "rb")  # noqa: SIM115
-    except FileNotFoundError:
-        agg.add(IMG_MISSING, 1, [{"file": path, "reason": "image file does not exist"}])
-        return
-    except (OSError, ValueError) as e:
-        agg.add(IMG_CORRUPT, 1, [{"file": path, "reason": f"cannot open: {_err(e)}"}])
+    f = _open_image_file(path, agg)
+    if f is None:
         return
     with f:
         try:
@@ -182,7 +188,7 @@ def check_image(path: str, agg: Agg) -> None:
                 fmt = (im.format or "").lower()
                 im.verify()
                 w, h = _exif_size(im)
-        except Exception as e:  # noqa: BLE001 - whatever PIL raises, Ultralytics drops the image as corrupt
+        except Exception as e:
             why = "not an image format PIL recognises" if type(e).__name__ == "UnidentifiedImageError" else _err(e)
             agg.add(IMG_CORRUPT, 1, [{"file": path, "reason": f"PIL cannot read it: {why}"}])
             return
@@ -213,7 +219,7 @@ def _exif_size(im: Any) -> tuple[int, int]:
         exif = im.tag_v2 if im.format == "TIFF" else im.getexif()
         if exif.get(274) in {5, 6, 7, 8}:
             return h, w
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return w, h
 
@@ -235,25 +241,191 @@ def _ex(path: str, lineno: int, line: str, reason: str) -> dict:
     return {"file": path, "line": lineno, "row": row, "reason": reason}
 
 
-def check_label(path: str, index: int, spec: LabelSpec, agg: Agg) -> None:
-    """Read one label file and record each defective row (all rows, not just the first as Ultralytics reports)."""
+def _read_label_text(path: str, index: int, agg: Agg) -> str | None:
+    """The label file's text, or None with what stopped it recorded (no file, unreadable, not UTF-8)."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
         agg.missing.append(index)
-        return
+        return None
     except (OSError, ValueError) as e:
         agg.add(LBL_PARSE, 1, [{"file": path, "line": None, "row": None, "reason": f"cannot read: {_err(e)}"}])
-        return
+        return None
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         lineno = raw.count(b"\n", 0, e.start) + 1
         line = raw.splitlines()[lineno - 1] if raw.splitlines() else b""
         agg.add(LBL_PARSE, 1, [_ex(path, lineno, repr(line[:80])[2:-1], "not UTF-8 text")])
-        return
+        return None
 
+
+class _Issues:
+    """The defective rows of one label file: code -> [rows, examples]."""
+
+    __slots__ = ("by_code", "path")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.by_code: dict[str, list] = {}
+
+    def bad(self, code: str, lineno: int, line: str, reason: str) -> None:
+        d = self.by_code.get(code)
+        if d is None:
+            d = self.by_code[code] = [0, []]
+        d[0] += 1
+        if len(d[1]) < MAX_EXAMPLES:
+            d[1].append(_ex(self.path, lineno, line, reason))
+
+
+@dataclass(frozen=True)
+class _FileRules:
+    """How the rows of one label file are judged."""
+
+    task: str
+    nc: int | None
+    kpt: tuple[int, int] | None
+    pose_cols: int | None
+    polygon_file: bool  # a box task's file with polygon rows: its box rows are dropped with it
+
+    @property
+    def keypoint(self) -> bool:
+        return self.task == "pose"
+
+    @property
+    def ndim(self) -> int:
+        return self.kpt[1] if self.kpt else 0
+
+
+def _parse_row(t: list[str]) -> tuple[list[float] | None, str]:
+    """The row's values, or None and why they are not numbers."""
+    try:
+        vals = [float(x) for x in t]
+    except ValueError:
+        tok = next((x for x in t if not _is_float(x)), t[0])
+        return None, f"{tok[:40]!r} is not a number"
+    if not all(map(math.isfinite, vals)):
+        return None, "nan or inf value"
+    return vals, ""
+
+
+def _box_columns_problem(n: int, fr: _FileRules) -> str | None:
+    """What is wrong with a non-pose row of n columns that is not a polygon row (None: a valid box row)."""
+    if n > 6:
+        return f"{n} columns: a polygon row is a class and x y pairs (an odd column count)"
+    if n == 5:
+        if fr.task == "segment":
+            return "a 5-column box row in a segment dataset (Ultralytics stops: boxes and segments must match)"
+        if fr.task == "obb":
+            return "a 5-column box row in an OBB dataset: rows are class x1 y1 x2 y2 x3 y3 x4 y4"
+        if fr.polygon_file:
+            return "a 5-column box row in a file of polygon rows (Ultralytics drops the whole file)"
+        return None
+    need = {"segment": "class + at least 3 x y pairs", "obb": "9 (class + 4 corner points)"}.get(fr.task, "5")
+    return f"{n} columns; expected {need}"
+
+
+def _row_kind(n: int, fr: _FileRules) -> tuple[str, str | None]:
+    """The row's kind (box, polygon, pose) and what is wrong with its column count (None: nothing)."""
+    if fr.keypoint:
+        if fr.pose_cols is None:  # kpt_shape unusable (reported on data.yaml): only the class id can be checked
+            return "pose", None if n >= 5 else f"{n} columns; pose rows need at least 5"
+        assert fr.kpt is not None  # pose_cols comes from it
+        why = None if n == fr.pose_cols else f"{n} columns; pose rows need 5 + {fr.kpt[0]}x{fr.ndim} = {fr.pose_cols}"
+        return "pose", why
+    if n > 6 and n % 2 == 1:
+        return "polygon", None
+    return "box", _box_columns_problem(n, fr)
+
+
+def _class_problem(c: float, token: str, nc: int | None) -> str | None:
+    """What is wrong with the class id (held as float32, as Ultralytics holds labels)."""
+    if c % 1 != 0:
+        return f"class id {token} is not an integer"
+    if c < 0 or (nc is not None and c >= nc):
+        rng = f"0-{nc - 1}" if nc is not None else "0 or more"
+        return f"class id {int(c)} outside {rng}"
+    return None
+
+
+def _coords_problem(kind: str, v32: array, ndim: int) -> str | None:
+    """Coordinates judged as verify_image_label does: max of the checked points <= 1.01, min >= -0.01 (or >= 0 when
+    a width/height is negative); polygons through their bounding box (segments2boxes), pose through the keypoints'
+    x y."""
+    if kind == "polygon":
+        xs, ys = v32[1::2], v32[2::2]
+        x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+        box = [(x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0]
+        hi, lo, wh = max(box), min(box), 0.0
+        what = "the polygon's bounding box"
+    else:
+        if kind == "pose":
+            kp = v32[5:]
+            hi = max((v for i, v in enumerate(kp) if i % 3 != 2) if ndim == 3 else kp, default=0.0)
+            what = "a keypoint"
+        else:
+            hi = max(v32[1:5])
+            what = "the box"
+        lo, wh = min(v32[1:]), min(v32[3], v32[4])
+    if hi > 1 + COORD_TOL or lo < -COORD_TOL or (lo < 0 and wh < 0):
+        v = hi if hi > 1 + COORD_TOL else lo
+        return f"{what} has {v:.4g}, outside 0-1 (coordinates are fractions of image size)"
+    return None
+
+
+def _zero_size_problem(kind: str, vals: list[float], t: list[str]) -> str | None:
+    if kind == "polygon":
+        xs, ys = vals[1::2], vals[2::2]
+        area2 = sum(xs[i - 1] * ys[i] - xs[i] * ys[i - 1] for i in range(len(xs)))
+        if area2 == 0 or max(xs) == min(xs) or max(ys) == min(ys):
+            return "polygon has zero area"
+        return None
+    if vals[3] == 0 or vals[4] == 0:
+        return f"box width {t[3]} height {t[4]}"
+    return None
+
+
+def _check_row(
+    lineno: int, t: list[str], line: str, fr: _FileRules, issues: _Issues, seen: dict[bytes, int]
+) -> tuple[str, int] | None:
+    """Judge one row, recording its defects; (kind, class id) when it is a valid instance."""
+    vals, why = _parse_row(t)
+    if vals is None:
+        issues.bad(LBL_PARSE, lineno, line, why)
+        return None
+    kind, problem = _row_kind(len(vals), fr)
+    if problem is not None:
+        issues.bad(LBL_COLUMNS, lineno, line, problem)
+        return None
+    v32 = array("f", vals)
+    c = v32[0]
+    problem = _class_problem(c, t[0], fr.nc)
+    ok = problem is None
+    if problem is not None:
+        issues.bad(LBL_CLASS, lineno, line, problem)
+    if kind == "pose" and fr.pose_cols is None:
+        return (kind, int(c)) if ok else None
+    for code, problem in ((LBL_COORDS, _coords_problem(kind, v32, fr.ndim)),
+                          (LBL_ZERO, _zero_size_problem(kind, vals, t))):
+        if problem is not None:
+            issues.bad(code, lineno, line, problem)
+            ok = False
+    # duplicates (np.unique over float32 rows)
+    key = v32.tobytes()
+    first = seen.get(key)
+    if first is not None:
+        issues.bad(LBL_DUP, lineno, line, f"same as line {first}")
+        return None
+    seen[key] = lineno
+    return (kind, int(c)) if ok else None
+
+
+def check_label(path: str, index: int, spec: LabelSpec, agg: Agg) -> None:
+    """Read one label file and record each defective row (all rows, not just the first as Ultralytics reports)."""
+    text = _read_label_text(path, index, agg)
+    if text is None:
+        return
     rows: list[tuple[int, list[str], str]] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         t = line.split()
@@ -263,127 +435,24 @@ def check_label(path: str, index: int, spec: LabelSpec, agg: Agg) -> None:
         agg.empty.append(index)
         return
 
-    issues: dict[str, list] = {}  # code -> [rows, examples]
-
-    def bad(code: str, lineno: int, line: str, reason: str) -> None:
-        d = issues.get(code)
-        if d is None:
-            d = issues[code] = [0, []]
-        d[0] += 1
-        if len(d[1]) < MAX_EXAMPLES:
-            d[1].append(_ex(path, lineno, line, reason))
-
-    task, nc = spec.task, spec.nc
     pose_cols = spec.pose_cols
-    keypoint = task == "pose"
-    if pose_cols and not keypoint:  # verify_image_label: a box task keeps the box of pose-shaped rows
+    if pose_cols and spec.task != "pose":  # verify_image_label: a box task keeps the box of pose-shaped rows
         rows = [(n, t[:5] if len(t) == pose_cols else t, ln) for n, t, ln in rows]
-    polygon_file = not keypoint and any(len(t) > 6 for _, t, _ in rows)
-    ndim = spec.kpt[1] if spec.kpt else 0
+    polygon_file = spec.task != "pose" and any(len(t) > 6 for _, t, _ in rows)
+    fr = _FileRules(spec.task, spec.nc, spec.kpt, pose_cols, polygon_file)
 
+    issues = _Issues(path)
     seen: dict[bytes, int] = {}
     valid = 0
     for lineno, t, line in rows:
-        try:
-            vals = [float(x) for x in t]
-        except ValueError:
-            tok = next((x for x in t if not _is_float(x)), t[0])
-            bad(LBL_PARSE, lineno, line, f"{tok[:40]!r} is not a number")
-            continue
-        if not all(map(math.isfinite, vals)):
-            bad(LBL_PARSE, lineno, line, "nan or inf value")
-            continue
-        n = len(vals)
-        # --- columns
-        kind = "box"
-        if keypoint:
-            kind = "pose"
-            if pose_cols is None:  # kpt_shape unusable (reported on data.yaml): only the class id can be checked
-                why = None if n >= 5 else f"{n} columns; pose rows need at least 5"
-            else:
-                why = None if n == pose_cols else f"{n} columns; pose rows need 5 + {spec.kpt[0]}x{ndim} = {pose_cols}"
-        elif n > 6 and n % 2 == 1:
-            why, kind = None, "polygon"
-        elif n > 6:
-            why = f"{n} columns: a polygon row is a class and x y pairs (an odd column count)"
-        elif n == 5:
-            if task == "segment":
-                why = "a 5-column box row in a segment dataset (Ultralytics stops: boxes and segments must match)"
-            elif task == "obb":
-                why = "a 5-column box row in an OBB dataset: rows are class x1 y1 x2 y2 x3 y3 x4 y4"
-            elif polygon_file:
-                why = "a 5-column box row in a file of polygon rows (Ultralytics drops the whole file)"
-            else:
-                why = None
-        else:
-            need = {"segment": "class + at least 3 x y pairs", "obb": "9 (class + 4 corner points)"}.get(task, "5")
-            why = f"{n} columns; expected {need}"
-        if why is not None:
-            bad(LBL_COLUMNS, lineno, line, why)
-            continue
-        ok = True
-        # --- class id (Ultralytics holds labels as float32)
-        v32 = array("f", vals)
-        c = v32[0]
-        if c % 1 != 0:
-            bad(LBL_CLASS, lineno, line, f"class id {t[0]} is not an integer")
-            ok = False
-        elif c < 0 or (nc is not None and c >= nc):
-            rng = f"0-{nc - 1}" if nc is not None else "0 or more"
-            bad(LBL_CLASS, lineno, line, f"class id {int(c)} outside {rng}")
-            ok = False
-        if kind == "pose" and pose_cols is None:
-            if ok:
-                valid += 1
-                agg.kinds[kind] += 1
-                agg.classes[int(c)] += 1
-            continue
-        # --- coordinates, judged as verify_image_label does: max of the checked points <= 1.01, min >= -0.01
-        # (or >= 0 when a width/height is negative); polygons through their bounding box (segments2boxes), pose
-        # through the keypoints' x y
-        if kind == "polygon":
-            xs, ys = v32[1::2], v32[2::2]
-            x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
-            box = [(x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0]
-            hi, lo, wh = max(box), min(box), 0.0
-            what = "the polygon's bounding box"
-        else:
-            if kind == "pose":
-                kp = v32[5:]
-                hi = max((v for i, v in enumerate(kp) if i % 3 != 2) if ndim == 3 else kp, default=0.0)
-                what = "a keypoint"
-            else:
-                hi = max(v32[1:5])
-                what = "the box"
-            lo, wh = min(v32[1:]), min(v32[3], v32[4])
-        if hi > 1 + COORD_TOL or lo < -COORD_TOL or (lo < 0 and wh < 0):
-            v = hi if hi > 1 + COORD_TOL else lo
-            bad(LBL_COORDS, lineno, line, f"{what} has {v:.4g}, outside 0-1 (coordinates are fractions of image size)")
-            ok = False
-        # --- zero size
-        if kind == "polygon":
-            xs, ys = vals[1::2], vals[2::2]
-            area2 = sum(xs[i - 1] * ys[i] - xs[i] * ys[i - 1] for i in range(len(xs)))
-            if area2 == 0 or max(xs) == min(xs) or max(ys) == min(ys):
-                bad(LBL_ZERO, lineno, line, "polygon has zero area")
-                ok = False
-        else:
-            if vals[3] == 0 or vals[4] == 0:
-                bad(LBL_ZERO, lineno, line, f"box width {t[3]} height {t[4]}")
-                ok = False
-        # --- duplicates (np.unique over float32 rows)
-        key = v32.tobytes()
-        first = seen.get(key)
-        if first is not None:
-            bad(LBL_DUP, lineno, line, f"same as line {first}")
-            continue
-        seen[key] = lineno
-        if ok:
+        instance = _check_row(lineno, t, line, fr, issues, seen)
+        if instance is not None:
+            kind, c = instance
             valid += 1
             agg.kinds[kind] += 1
-            agg.classes[int(c)] += 1
+            agg.classes[c] += 1
     agg.instances += valid
-    for code, (n_rows, examples) in issues.items():
+    for code, (n_rows, examples) in issues.by_code.items():
         agg.add(code, n_rows, examples)
 
 

@@ -44,7 +44,7 @@ def effective_workers(workers: int, *, cpu_count: int, cuda_devices: int, device
 
 def probe_resources(args: dict[str, Any], facts: dict[str, Any], *, cpu_count: int | None = None,
                     usable: float | None = None, mem: dict[str, int | None] | None = None,
-                    shm_free: int | None | str = "probe") -> ProbeResult:
+                    shm_free: int | str | None = "probe") -> ProbeResult:
     """``facts`` are those already gathered (environment, dataset). Keyword arguments let tests fake the machine."""
     res = ProbeResult(given=dict(facts))
     f = res.facts

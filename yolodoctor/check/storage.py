@@ -14,8 +14,9 @@ import os
 import random
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from yolodoctor.api import system
 from yolodoctor.check.probe import ProbeResult

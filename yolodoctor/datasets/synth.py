@@ -507,7 +507,7 @@ def _place(
         cy = _centre(rng, pts[:, 1].min(), pts[:, 1].max(), height, margin)
         if cx is None or cy is None:
             continue
-        obj = _rasterise(cls, pts + (cx, cy), width, height)
+        obj = _rasterise(cls, pts + np.array((cx, cy)), width, height)
         if obj is not None and not _overlaps(obj, taken) and _fits(obj, task, width, height):
             return obj
     return None
@@ -552,10 +552,10 @@ def _shape_points(rng: np.random.Generator, shape: str, radius: float) -> np.nda
 
 def _rasterise(cls: int, pts: np.ndarray, width: int, height: int) -> _Object | None:
     """Draw the polygon (anti-aliased, clipped to the image) and crop the mask to its drawn pixels."""
-    x0 = max(0, int(math.floor(pts[:, 0].min())) - 1)
-    y0 = max(0, int(math.floor(pts[:, 1].min())) - 1)
-    x1 = min(width, int(math.ceil(pts[:, 0].max())) + 2)
-    y1 = min(height, int(math.ceil(pts[:, 1].max())) + 2)
+    x0 = max(0, math.floor(pts[:, 0].min()) - 1)
+    y0 = max(0, math.floor(pts[:, 1].min()) - 1)
+    x1 = min(width, math.ceil(pts[:, 0].max()) + 2)
+    y1 = min(height, math.ceil(pts[:, 1].max()) + 2)
     if x1 - x0 < _MIN_SIDE_PX or y1 - y0 < _MIN_SIDE_PX:
         return None
     mask = np.zeros((y1 - y0, x1 - x0), np.uint8)
@@ -683,7 +683,7 @@ def _contour(obj: _Object) -> np.ndarray:
     """Outer contour of the drawn pixels, as pixel-centre coordinates in the image (N x 2, float)."""
     contours, _ = cv2.findContours((obj.mask > 0).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
     contour = max(contours, key=len)
-    return contour.reshape(-1, 2).astype(np.float64) + (obj.x0 + 0.5, obj.y0 + 0.5)
+    return contour.reshape(-1, 2).astype(np.float64) + np.array((obj.x0 + 0.5, obj.y0 + 0.5))
 
 
 def _outline(obj: _Object) -> np.ndarray:
@@ -696,7 +696,7 @@ def _outline(obj: _Object) -> np.ndarray:
     if len(poly) < 3:
         h, w = obj.mask.shape
         poly = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]])
-    return poly.astype(np.float64) + (obj.x0 + 0.5, obj.y0 + 0.5)
+    return poly.astype(np.float64) + np.array((obj.x0 + 0.5, obj.y0 + 0.5))
 
 
 def _obb_corners(obj: _Object) -> np.ndarray:

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from yolodoctor.record import profile as record
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.engine import Outcome, evaluate
 from yolodoctor.diagnosis.rules import builtin_rules, load_rules
 from yolodoctor.errors import InputError
 from yolodoctor.findings import Finding
+from yolodoctor.record import profile as record
 
 
 @dataclass

@@ -16,8 +16,7 @@ from typing import Any
 from yolodoctor.diagnosis import template
 from yolodoctor.diagnosis.facts import CATALOGUE, ITEMS
 from yolodoctor.diagnosis.rules import ITEM, Compiled, CompiledEvidence, CompiledForm, FixSpec, Rule, context
-from yolodoctor.findings import Finding, Fix, Severity
-from yolodoctor.findings import ranked
+from yolodoctor.findings import Finding, Fix, Severity, ranked
 
 PREFIX = ITEM + "."
 
@@ -210,7 +209,8 @@ def evaluate_rule(c: Compiled, facts: dict[str, Any]) -> tuple[list[Finding], Ou
     return [], first or Outcome(c.rule.id, "missing")
 
 
-def evaluate(rules: list[Compiled] | tuple[Compiled, ...], facts: dict[str, Any]) -> tuple[list[Finding], list[Outcome]]:
+def evaluate(rules: list[Compiled] | tuple[Compiled, ...],
+             facts: dict[str, Any]) -> tuple[list[Finding], list[Outcome]]:
     findings, outcomes = [], []
     for c in rules:
         found, o = evaluate_rule(c, facts)

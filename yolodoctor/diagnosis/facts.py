@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from yolodoctor.record.profile import run_file
 from yolodoctor.record.events import read_events
+from yolodoctor.record.profile import run_file
 
 # name: (type, meaning)
 CATALOGUE: dict[str, tuple[str, str]] = {

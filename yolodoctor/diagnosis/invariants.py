@@ -5,7 +5,8 @@ the tests check these on every recorded profile and on generated records."""
 from __future__ import annotations
 
 import statistics
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 SHARES = ("run.data_wait_share", "run.val_share", "trace.gpu_busy_share", "trace.short_kernel_share",
           "trace.tensor_core_share")

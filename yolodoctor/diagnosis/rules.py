@@ -450,10 +450,9 @@ def _check_message(message: str, rule: Rule, scope: _Scope, where: str) -> None:
 
 
 def _compile_form(rule: Rule, form: Form, i: int) -> CompiledForm:
-    if form.each is not None:
-        if CATALOGUE.get(form.each, ("",))[0] != "list" or form.each not in ITEMS:
-            raise RuleError(f"{rule.source}: rule {rule.id}: each: {form.each!r} is not a list fact whose items the "
-                            "catalogue describes (see `yolodoctor rules --facts`)")
+    if form.each is not None and (CATALOGUE.get(form.each, ("",))[0] != "list" or form.each not in ITEMS):
+        raise RuleError(f"{rule.source}: rule {rule.id}: each: {form.each!r} is not a list fact whose items the "
+                        "catalogue describes (see `yolodoctor rules --facts`)")
     scope = _Scope(rule, form, [])
     scope.add(form.facts + form.optional)
     values: list[tuple[str, Any]] = []

@@ -10,7 +10,6 @@ import re
 import string
 from typing import Any
 
-
 MAX_WIDTH = 80
 
 

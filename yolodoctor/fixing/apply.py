@@ -35,8 +35,8 @@ def relaunch(base_args: dict[str, Any], changes, run_dir: Path, log, command: li
            ) -> dict[str, Any]:
     """Relaunch the whole training with the changes, profiled; on failure, roll back to the original arguments.
     A script runs unedited: its trainers receive the changed arguments through the injected hook."""
-    from yolodoctor.fixing.planner import split
     from yolodoctor.errors import Interrupted
+    from yolodoctor.fixing.planner import split
     from yolodoctor.profiling.runner import run_profile, stopped_by_signal
 
     attempts = [("plan", changes), ("original arguments", [])]

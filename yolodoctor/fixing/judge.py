@@ -33,7 +33,7 @@ class Noise:
     df: int
 
     @classmethod
-    def of(cls, groups: list[list[float]]) -> "Noise":
+    def of(cls, groups: list[list[float]]) -> Noise:
         sums = [((len(g) - 1) * _rsd(g) ** 2, len(g) - 1) for g in groups if len(g) >= 2]
         df = sum(d for _, d in sums)
         return cls(math.sqrt(sum(v for v, _ in sums) / df) if df else None, df)
@@ -176,7 +176,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | 
     # (the plan and its safe part come in measured together; an unsafe change and its safe fallback may both pass:
     # the faster holds the key)
     chosen: dict[tuple[str, str], Change] = {}
-    ranked = sorted(((v, c) for c, v in zip(cands[1:], verdicts[1:]) if v.kept and not c.whole),
+    ranked = sorted(((v, c) for c, v in zip(cands[1:], verdicts[1:], strict=False) if v.kept and not c.whole),
                     key=lambda vc: -vc[0].median)
     for _, c in ranked:
         if all(chosen.get((x.kind, x.key), x) is x for x in c.changes):
@@ -184,7 +184,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | 
     for c in cands:  # in candidate order
         kept.extend(x for x in c.changes if chosen.get((x.kind, x.key)) is x and all(x is not y for y in kept))
     whole = _measured_together(by, cands, verdicts, kept, noise)
-    for c, v in zip(cands[1:], verdicts[1:]):  # a whole set is kept only where it is what gets applied
+    for c, v in zip(cands[1:], verdicts[1:], strict=False):  # a whole set is kept only where it is what gets applied
         if c.whole and c is not whole and v.kept:
             v.kept = False
             if "not applied whole" not in v.why:
@@ -192,7 +192,7 @@ def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | 
                           "; not applied whole: no candidate holds exactly the kept changes, to measure it against")
     if whole is None:
         return verdicts, spread, kept, noise
-    for c, v in zip(cands[1:], verdicts[1:]):  # decided by the whole: no more repeats for what it holds
+    for c, v in zip(cands[1:], verdicts[1:], strict=False):  # decided by the whole: no more repeats for what it holds
         if v.inconclusive and all(any(x is y for y in whole.changes) for x in c.changes):
             v.inconclusive, v.to_decide = False, None
     return verdicts, spread, list(whole.changes), noise
@@ -323,9 +323,9 @@ def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], ve
         alters = [x for x in c.changes if x.changes_training]
         return alters if clean and alters else [c.changes[-1]]
 
-    rejected = [x for c, v in zip(cands[1:], verdicts[1:]) if v.rejected and not c.whole for x in blamed(c)]
+    rejected = [x for c, v in zip(cands[1:], verdicts[1:], strict=False) if v.rejected and not c.whole for x in blamed(c)]
     ref_med, best, best_med = statistics.median(ref_vals), None, 0.0
-    for c, v in zip(cands[1:], verdicts[1:]):
+    for c, v in zip(cands[1:], verdicts[1:], strict=False):
         if not v.kept or c is ref or not all(any(x is y for y in c.changes) for x in kept):
             continue
         bad = [x for x in c.changes if any(x is y for y in rejected) and all(x is not y for y in kept)]

@@ -20,7 +20,8 @@ training on it. Never below ``floor``.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 FLOOR = 0.02  # a relative loss difference under 2% is never called a regression, however small the noise
 # a training-equivalent change (workers, cache, ...) is only checked for breakage: its loss against the other runs
@@ -129,6 +130,6 @@ def _scatter(windows: list[list[tuple[int, float]]]) -> float:
         xs, ys = [x for x, _ in w], [y for _, y in w]
         mx, my = statistics.fmean(xs), statistics.fmean(ys)
         den = sum((x - mx) ** 2 for x in xs)
-        b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+        b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False)) / den if den else 0.0
         res += [y - (my + b * (x - mx)) for x, y in w]
     return statistics.stdev(res) if len(res) >= 2 else 0.0

@@ -28,7 +28,7 @@ class TrialRun:
     phases: dict[str, float] | None = None  # where its wall time went (profiling/runner.phases)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrialRun":
+    def from_dict(cls, d: dict[str, Any]) -> TrialRun:
         """A run as TrialReport.to_dict recorded it (no loss curve), for a replay of recorded trials."""
         return cls(**{**{f.name: d.get(f.name) for f in fields(cls)}, "mismatch": d.get("mismatch") or []})
 

@@ -4,8 +4,9 @@ at a time for what is undecided, up to ``max_reps``) and one trial, a bounded pr
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from yolodoctor.fixing.candidates import Candidate, candidates, mismatches
 from yolodoctor.fixing.judge import judge, loss_settled, undecided

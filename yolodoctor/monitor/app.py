@@ -5,11 +5,12 @@ panels. When the run ends the worker stops and the final state stays on screen w
 from __future__ import annotations
 
 import threading
+from typing import ClassVar
 
 from rich.markup import escape
 from textual import work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.message import Message
@@ -17,8 +18,15 @@ from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import get_current_worker
 
 from yolodoctor.monitor.model import Snapshot
-from yolodoctor.monitor.panels import (CpuPanel, DiskPanel, FindingScreen, FindingsPanel, GpuPanel, InfoPanel,
-                                       TrainingPanel)
+from yolodoctor.monitor.panels import (
+    CpuPanel,
+    DiskPanel,
+    FindingScreen,
+    FindingsPanel,
+    GpuPanel,
+    InfoPanel,
+    TrainingPanel,
+)
 
 PANELS = ("gpu", "training", "cpu", "disk", "findings", "info")
 
@@ -60,7 +68,7 @@ class MonitorApp(App):
     #finding-doc { width: 90%; height: 90%; border: thick $primary; background: $surface; padding: 0 1; }
     """
     ENABLE_COMMAND_PALETTE = False
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("p", "pause", "Pause"),
         Binding("d", "open_finding", "Finding doc"),

@@ -5,6 +5,7 @@ monitor tails DIR. Its output goes to DIR.log beside the run directory (the term
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -60,10 +61,8 @@ class Launch:
         the diagnosis), then Ctrl-C it (it saves what it has, marked interrupted); SIGKILL if that takes too long."""
         if self.proc is None:
             return None
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(finishing)
-        except subprocess.TimeoutExpired:
-            pass
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:

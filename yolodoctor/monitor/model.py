@@ -16,10 +16,9 @@ from typing import Any
 
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.engine import LiveEngine
-from yolodoctor.findings import Finding
+from yolodoctor.findings import Finding, ranked
 from yolodoctor.record.profile import Profile
 from yolodoctor.record.summary import summarise_train
-from yolodoctor.findings import ranked
 
 HISTORY = 60  # points per graph: one per refresh that brought data
 SERIES = ("gpu_util", "gpu_mem", "gpu_power", "cpu_total", "proc_cpu", "workers_cpu", "disk_read", "disk_write",

@@ -7,11 +7,12 @@ that comes from the run (paths, arguments, reasons, messages) is escaped: a "[" 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Digits, Markdown, ProgressBar, Sparkline, Static
@@ -283,7 +284,7 @@ class InfoPanel(Panel):
 class FindingScreen(ModalScreen):
     """A finding's documentation (from its rule file) and evidence."""
 
-    BINDINGS = [("escape", "dismiss", "Close"), ("q", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "dismiss", "Close"), ("q", "dismiss", "Close")]
 
     def __init__(self, finding: Finding, rule=None) -> None:
         super().__init__()

@@ -17,14 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-# imported here, not on the worker thread that polls (no module is first imported off the main thread)
-from yolodoctor.record import profile as record
 from yolodoctor.diagnosis.diagnose import diagnose
 from yolodoctor.errors import InputError
-from yolodoctor.record.rundir import open_regular
 from yolodoctor.monitor.model import Ending, LiveState, Snapshot
-from yolodoctor.record.profile import EVENTS, PROFILE, SAMPLES, SPEC
+
+# imported here, not on the worker thread that polls (no module is first imported off the main thread)
+from yolodoctor.record import profile as record
 from yolodoctor.record.events import read_events
+from yolodoctor.record.profile import EVENTS, PROFILE, SAMPLES, SPEC
+from yolodoctor.record.rundir import open_regular
 
 
 class Tail:

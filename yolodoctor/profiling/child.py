@@ -8,11 +8,11 @@ It ends with a ``run_end`` event saying how the training ended, and exits 0 (com
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 from yolodoctor.profiling import signals
 from yolodoctor.profiling.session import Session, classify_error
-
 
 TORCH_FLAGS = {"cudnn.benchmark", "cudnn.deterministic", "cudnn.allow_tf32", "cuda.matmul.allow_tf32"}
 
@@ -37,7 +37,9 @@ def no_dataset_downloads() -> None:
     ``fix --apply`` replaying recorded arguments - never does: the check runs with ``autodownload=False``, so a missing
     val path ends the training with Ultralytics' own "images not found" error, which the profile records."""
     from ultralytics.data import utils
-    from ultralytics.engine import trainer, validator  # noqa: F401 - they hold their own reference to the function
+
+    for holder in ("ultralytics.engine.trainer", "ultralytics.engine.validator"):  # each holds its own reference
+        importlib.import_module(holder)
 
     original = utils.check_det_dataset
 
@@ -65,7 +67,7 @@ def main(run_dir: str) -> int:
         session.recorder.ends_process = True  # nothing follows train() here: a bounded run ends at its last step
         session.attach(model)
         model.train(**args)
-    except BaseException as e:  # noqa: BLE001 - every ending is recorded, then reported by the exit code
+    except BaseException as e:
         reason, code = classify_error(e)
         status = "incomplete"
         session.events.write("error", reason=reason)

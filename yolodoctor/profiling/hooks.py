@@ -9,6 +9,7 @@ user's training.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -57,11 +58,9 @@ def _forward(name: str):
     def callback(trainer: Any) -> None:
         try:
             getattr(session().recorder, name)(trainer)
-        except Exception as e:  # noqa: BLE001 - the doctor never harms the patient
-            try:
+        except Exception as e:
+            with contextlib.suppress(Exception):
                 session().events.write("hook_error", hook=name, error=f"{type(e).__name__}: {e}"[:300])
-            except Exception:
-                pass
 
     callback.__name__ = callback.__qualname__ = name
     return callback

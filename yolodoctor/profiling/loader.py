@@ -8,6 +8,7 @@ arrival rate is the pipeline's sustained production rate, the ceiling the GPU si
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from copy import copy
@@ -52,7 +53,7 @@ def measure(trainer, *, seconds: float = DEFAULT_SECONDS, max_batches: int | Non
     if len(window) >= 2:
         span = window[-1][0] - window[0][0]
         imgs = sum(n for _, n in window[1:])
-        gaps = [b[0] - a[0] for a, b in zip(window, window[1:])]
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(window)]
         out.update({"images_per_s": imgs / span if span > 0 else None, "seconds": span,
                     "batch_interval_s_median": statistics.median(gaps), "valid": span >= seconds * 0.5})
     else:

@@ -3,6 +3,7 @@ psutil where /proc cannot be read; the sampler's per-process readings and rates.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -111,10 +112,8 @@ class ProcReader:
         for line in raw.splitlines():
             k, _, v = line.partition(b":")
             if k in _IO_KEYS:
-                try:
+                with contextlib.suppress(ValueError):
                     out[k.decode()] = int(v)
-                except ValueError:
-                    pass
         return out
 
 

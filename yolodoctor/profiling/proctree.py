@@ -3,12 +3,12 @@ process's role, and the CPU of the training thread and of the busiest threads.""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from typing import Any
 
-from yolodoctor.profiling.procfs import (ProcReader, ProcState, ThreadStat, gone_errors, rate, read_procfs,
-                                         read_psutil)
+from yolodoctor.profiling.procfs import ProcReader, ProcState, ThreadStat, gone_errors, rate, read_procfs, read_psutil
 from yolodoctor.profiling.roles import RolesFile, classify_cmdline, empty_roles, role_of, tally
 
 RESCAN_S = 1.0  # how often the process tree is listed again (psutil's children() reads every /proc/PID/stat)
@@ -39,10 +39,8 @@ class ProcessTree:
         first = proc.process(pid) if self.target is not None else None
         self.fast = first is not None  # /proc readable for the target: the cheap per-process path
         if self._main is not None:
-            try:
+            with contextlib.suppress(self._skip):
                 self._main.ppid = self.target.ppid()
-            except self._skip:
-                pass
             if first is not None:
                 self._main.starttime = first.starttime
         self._t: float | None = None  # this sample's monotonic time, wall time and boot time (s), and the last's

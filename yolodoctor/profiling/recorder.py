@@ -19,6 +19,7 @@ the process at the training's end.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -26,11 +27,12 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from yolodoctor.record.events import EventWriter
 from yolodoctor.profiling.ultralytics_log import LogWatch
+from yolodoctor.record.events import EventWriter
 
 EVENTS = ("on_pretrain_routine_start", "on_train_start", "on_train_epoch_start", "on_train_batch_start",
           "on_train_batch_end", "on_train_epoch_end", "on_fit_epoch_end", "on_train_end")
@@ -231,10 +233,8 @@ class Recorder:
     def finish(self) -> None:
         """Flush what is pending (called on the way out, also after an exception)."""
         self._log.stop()
-        try:
+        with contextlib.suppress(Exception):
             self._flush_ready(wait=True)
-        except Exception:
-            pass
 
     def _emit(self, rec: dict) -> None:
         loss = rec.get("loss")
@@ -343,10 +343,8 @@ def endless(loader: Any) -> None:
             self._yd_last_n = n
             yield batch
 
-    try:
+    with contextlib.suppress(TypeError):  # a class that cannot be swapped: the epoch ends where the user's does
         loader.__class__ = type(f"Endless{cls.__name__}", (cls,), {"__iter__": __iter__, "_yd_endless": True})
-    except TypeError:  # a class that cannot be swapped: the epoch ends where the user's does
-        pass
 
 
 def _batch_size(batch: Any) -> int | None:
@@ -426,7 +424,7 @@ def _asked(trainer) -> dict[str, Any]:
         import yaml
 
         saved = yaml.safe_load((Path(trainer.save_dir) / "args.yaml").read_text()) or {}
-    except Exception:  # noqa: BLE001 - no args.yaml (a custom trainer): nothing more is known
+    except Exception:
         return {}
     return {"workers_asked": saved.get("workers"), "batch_asked": saved.get("batch")}
 
@@ -446,7 +444,7 @@ def _mosaic_buffer(ds: Any) -> bool | None:
             continue
         if hasattr(t, "buffer_enabled"):
             return bool(t.buffer_enabled)
-        stack += list(getattr(t, "transforms", None) or [])[::-1] + [getattr(t, "mosaic", None)]
+        stack += [*list(getattr(t, "transforms", None) or [])[::-1], getattr(t, "mosaic", None)]
     return None
 
 
@@ -465,5 +463,5 @@ def grad_scale(trainer) -> float | None:
     scaler = getattr(trainer, "scaler", None)
     try:
         return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else None
-    except Exception:  # noqa: BLE001 - a reading must never stop training
+    except Exception:
         return None

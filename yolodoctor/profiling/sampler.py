@@ -122,7 +122,7 @@ class Sampler:
         per = []
         d_total = d_busy = 0.0
         d = {"user": 0.0, "system": 0.0, "iowait": 0.0, "steal": 0.0}
-        for a, b in zip(prev, times):
+        for a, b in zip(prev, times, strict=False):
             ta, ba = _cpu_total_busy(a)
             tb, bb = _cpu_total_busy(b)
             dtot, dbusy = tb - ta, bb - ba

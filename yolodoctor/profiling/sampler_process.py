@@ -8,6 +8,7 @@ it runs::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import select
 import signal
@@ -30,10 +31,8 @@ def start_sampler(pid: int, out: str | os.PathLike[str], hz: float = 5, gpu_uuid
     ``sampler_start`` record is written (or the sampler died, or the time is up) before returning."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    with contextlib.suppress(FileNotFoundError):
         out.unlink()
-    except FileNotFoundError:
-        pass
     cmd = [python or sys.executable, "-m", "yolodoctor.profiling.sampler_process", "--pid", str(pid),
            "--out", str(out), "--hz", str(hz)]
     if gpu_uuid:
@@ -67,10 +66,8 @@ def start_sampler(pid: int, out: str | os.PathLike[str], hz: float = 5, gpu_uuid
 def stop_sampler(proc: subprocess.Popen, timeout: float = 5.0) -> int | None:
     """SIGTERM, then wait for the sampler to finish its tick and write ``sampler_end``; SIGKILL if it hangs."""
     if proc.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -9,9 +9,11 @@ messages in NOTED as ``ultralytics_log`` events. Nothing is parsed from the cons
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MODULES = ("ultralytics.utils.checks", "ultralytics.utils.autobatch", "ultralytics.data.base", "ultralytics.data.utils",
            "ultralytics.utils.tal", "ultralytics.engine.trainer")
@@ -58,7 +60,7 @@ class _Proxy:
                 found = classify(str(msg))
                 if found:
                     self._note(found[0], name, found[1], _ANSI.sub("", str(msg))[:400])
-            except Exception:  # noqa: BLE001 - a record must never stop the training's own logging
+            except Exception:
                 pass
             return attr(msg, *args, **kw)
         return call
@@ -77,7 +79,7 @@ class LogWatch:
                 continue
             try:
                 mod = importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - another Ultralytics version: watch what exists
+            except Exception:
                 continue
             logger = getattr(mod, "LOGGER", None)
             if logger is None or isinstance(logger, _Proxy):
@@ -87,10 +89,8 @@ class LogWatch:
 
     def stop(self) -> None:
         for name, logger in self._saved.items():
-            try:
+            with contextlib.suppress(Exception):
                 importlib.import_module(name).LOGGER = logger
-            except Exception:  # noqa: BLE001
-                pass
         self._saved.clear()
 
     def __getstate__(self) -> dict[str, Any]:  # under DDP the callbacks are pickled into every rank

@@ -63,7 +63,7 @@ def _n(s: dict[str, Any]) -> int:
 def _slope(xs: list[float], ys: list[float]) -> float:
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     den = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False)) / den if den else 0.0
 
 
 def _rate(steps: list[dict[str, Any]]) -> float | None:

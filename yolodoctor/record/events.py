@@ -6,13 +6,15 @@ process writes ``events.jsonl`` (``events-rank{R}.jsonl`` under DDP), the sample
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, TextIO
 
 
 def _clean(v: Any) -> Any:
@@ -25,6 +27,11 @@ def _clean(v: Any) -> Any:
     return v
 
 
+def _append(path: Path) -> TextIO:
+    """The writer's line-buffered handle; EventWriter.close() closes it."""
+    return open(path, "a", buffering=1, encoding="utf-8")
+
+
 class EventWriter:
     """Append-only JSONL writer; safe to call from several threads; never raises (a full disk loses events, not
     the training: ``dropped`` counts what could not be written)."""
@@ -32,7 +39,7 @@ class EventWriter:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._fh = open(self.path, "a", buffering=1, encoding="utf-8")
+        self._fh = _append(self.path)
         self.dropped = 0
 
     def write(self, type_: str, **fields: Any) -> None:
@@ -52,10 +59,8 @@ class EventWriter:
                 os.fsync(self._fh.fileno())
             except (OSError, ValueError):
                 pass
-            try:
+            with contextlib.suppress(OSError):
                 self._fh.close()
-            except OSError:
-                pass
 
 
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -72,13 +77,12 @@ def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
         raw = open_regular(f"{path}.gz" if gz else path, binary=gz)
     except (OSError, ValueError):  # missing, not a regular file, or a name with a NUL byte
         return
-    with raw:
+    with contextlib.ExitStack() as stack:
+        fh = stack.enter_context(raw)
         if gz:
             import gzip
 
-            fh = gzip.open(raw, "rt", encoding="utf-8", errors="replace")
-        else:
-            fh = raw
+            fh = stack.enter_context(gzip.open(raw, "rt", encoding="utf-8", errors="replace"))
         try:
             for line in fh:
                 line = line.strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -54,10 +55,8 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 
@@ -92,10 +91,8 @@ def reserve_space(run_dir: str | Path, nbytes: int = RESERVE_BYTES) -> bool:
 
 
 def release_space(run_dir: str | Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(Path(run_dir) / RESERVE)
-    except OSError:
-        pass
 
 
 def low_disk(path: str | Path, threshold: int = LOW_DISK_BYTES) -> int | None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import statistics
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from yolodoctor.record import bounds
 
@@ -76,7 +77,7 @@ def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = F
     span = window[-1]["t1"] - window[0]["t0"] + (window[0].get("wait") or 0)
     imgs = sum(s["images"] for s in window)
     step_times = [(s.get("wait") or 0) + s["compute"] for s in window]
-    rates = [s["images"] / t for s, t in zip(window, step_times) if t > 0]
+    rates = [s["images"] / t for s, t in zip(window, step_times, strict=False) if t > 0]
     waits = sum(s.get("wait") or 0 for s in window)
     comp = sum(s["compute"] for s in window)
     out.update({
