@@ -11,7 +11,7 @@ from yolodoctor.presentation import report
     ("run.data_wait_share", 0.002959, "0.3%"),
     ("run.data_wait_share", 0.7658, "77%"),
     ("cpu.saturated_share", 0.0, "0%"),
-    ("gpu.mem_fraction_peak", 0.026, "2.6%"),
+    ("gpu.mem_fraction_peak", 0.026, "2.6% of the card"),
     ("summary.step_s_median", 0.2819, "282 ms"),
     ("run.epoch_s", 12.6, "12.6 s"),
     ("check.decode_ms", 31.62, "31.6 ms"),

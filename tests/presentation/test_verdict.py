@@ -83,3 +83,17 @@ def test_a_failed_training_is_the_verdict_and_check_is_the_next_step():
     oom = Finding("MM201", "out-of-memory", "memory", Severity.error, "out of memory.", fix=Fix(args={"batch": 8}))
     v = verdict({"run.complete": False}, [oom], "runs/x", Prof())
     assert v.bound == "memory" and v.next == "yolodoctor fix runs/x" and "batch=8" in v.next_why
+
+
+def test_the_longer_profile_asked_for_reaches_a_window():
+    class Prof:
+        mode, args, command, status, reason = "script", {}, ["python", "train.py"], "complete", None
+        summary = {"steps": 8, "window": {"first_step": 20, "needs": 10, "valid": False}}
+        steps_limit = None
+
+    facts = {**CPU, "run.window_valid": False, "run.window_why": "only 0 steady steps after the first 20"}
+    # the settling steps first, then the window's ten
+    assert verdict(facts, [], "runs/x", Prof()).next == "yolodoctor profile --steps 30 -- python train.py"
+    Prof.steps_limit = 8  # --steps 8 was asked: without it the profile runs as long as its window needs
+    v = verdict(facts, [], "runs/x", Prof())
+    assert v.next == "yolodoctor profile -- python train.py" and "without --steps" in v.next_why

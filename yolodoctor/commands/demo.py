@@ -79,6 +79,16 @@ def demo_candidates(cands, findings) -> list:
     return [cands[0], mine[0]] if mine else []
 
 
+def busy_machine(trials) -> str:
+    """What to make of a demo whose trials kept nothing: its bottleneck is planted, so the machine was too busy to
+    measure it (its own speed moved, or a window never settled)."""
+    moved = trials.host_spread
+    return ("The planted bottleneck's fix was not confirmed on this machine as it ran"
+            + (f" (its own speed moved {moved:.0%} across the trials: other programs running?)" if moved else "")
+            + ": the trials stay honest and keep nothing they cannot tell from the noise. Run `yolodoctor demo` "
+            "again when the machine is quieter.")
+
+
 def run(work_dir: Path, *, as_json: bool, debug: bool = False) -> int:
     from yolodoctor import trainargs
     from yolodoctor.check.run import run_check
@@ -139,6 +149,8 @@ def run(work_dir: Path, *, as_json: bool, debug: bool = False) -> int:
             print_trials(out, trials, cands, (prof.settings or {}).get("images_per_epoch"))
             kept = ", ".join(f"{c.key}={c.after!r}" for c in trials.kept)
             out.print(f"\n[bold]kept[/]: {kept}" if kept else "\n[bold]kept[/]: nothing (see why above)")
+            if not trials.kept:
+                out.print(f"[yellow]{busy_machine(trials)}[/]")
     elif show:
         out.print("[dim]nothing for the demo to trial[/]")
     wall = time.monotonic() - started

@@ -108,10 +108,17 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
                                          trials=trials.to_dict() if trials else [], applied=applied,
                                          speedups=speedups(trials, cands) if trials else {}))
         return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
+    from rich.markup import escape
+
     out = stdout_console()
     _print_plan(out, run_dir, p)
     if trials:
         print_trials(out, trials, cands, (d.profile.settings or {}).get("images_per_epoch"))
+    if p.changes and not verify and not apply:
+        import shlex
+
+        out.print(f"\nnext: [cyan]yolodoctor fix {escape(shlex.quote(str(run_dir)))} --verify[/]  [dim](trials each "
+                  "change against the training as it is; keeps only what measurably helps)[/]")
     if applied and not applied.get("relaunched", True):
         out.print(f"\n[bold]not relaunched[/]: {applied['why']}" + (
             " (tried and measured: " + ", ".join(f"{v.candidate} {v.gain:+.0%}" for v in trials.verdicts[1:]

@@ -65,7 +65,7 @@ def human(key: str, v: Any) -> str:
     name = key.rsplit(".", 1)[-1]
     if name.endswith(("_share", "_fraction", "_fraction_peak")) or name in ("share", "val_share"):
         p = 100 * v
-        return f"{p:.1f}%" if 0 < abs(p) < 10 else f"{p:.0f}%"
+        return (f"{p:.1f}%" if 0 < abs(p) < 10 else f"{p:.0f}%") + (" of the card" if key.startswith("gpu.mem") else "")
     if name.endswith(("_pct", "util_mean")) or name == "pct":
         of = " of a core" if key.startswith("cpu.") and name not in ("total_pct", "iowait_pct") else ""
         return (f"{v:.0f}%" if abs(v) >= 10 else f"{v:.1f}%") + of

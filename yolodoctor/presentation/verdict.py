@@ -139,12 +139,17 @@ def verdict(facts: dict[str, Any], findings: list[Finding], run_dir: str | None 
 
     v = Verdict(bound, share, headline[:1].upper() + headline[1:] + ".", ev)
     if f.get("run.window_valid") is False:
-        needs = ((getattr(profile, "summary", None) or {}).get("window") or {}).get("needs")
-        steps = (getattr(profile, "summary", None) or {}).get("steps")
+        summary = getattr(profile, "summary", None) or {}
+        window = summary.get("window") or {}
+        needs, steps = window.get("needs"), summary.get("steps")
         v.caveat = f"not a steady figure: {f.get('run.window_why') or 'too few steps'}"
-        again = profile_again(profile, steps + needs if _num(steps) and _num(needs) else None)
+        if isinstance(getattr(profile, "steps_limit", None), int):  # --steps N was given: the default runs enough
+            again, why = profile_again(profile), "without --steps a profile runs until its window has settled"
+        else:
+            more = max(steps, window.get("first_step") or 0) + needs if _num(steps) and _num(needs) else None
+            again, why = profile_again(profile, more), "a longer profile measures a steady rate"
         if again:
-            v.next, v.next_why = again, "a longer profile measures a steady rate"
+            v.next, v.next_why = again, why
             return v
     elif f.get("run.complete") is False and reason:
         v.caveat = f"the profile was {reason.split(':')[0]} after {f.get('end.steps') or 'a few'} steps"
