@@ -177,3 +177,15 @@ def test_the_loader_at_capacity_names_the_cpu_after_the_gpu_side_is_fixed(part, 
     for change in ({"loader.headroom": 1.3}, {"gpu.util_mean": 85.0}, {"cpu.saturated_share": 0.2},
                    {"run.data_wait_share": 0.3}, {"settings.workers": 15.0}):
         assert "DL206" not in {f.id for f in evaluate(load_rules(), {**facts, **change})[0]}
+
+
+def test_explain_says_which_condition_failed_with_the_values_it_read():
+    from yolodoctor.diagnosis.engine import evaluate
+    from yolodoctor.diagnosis.rules import builtin_rules
+
+    facts = {"run.oom_retries": 0.0, "run.batch": 16.0, "run.batch_started": 16.0}
+    outcomes = {o.rule: o for o in evaluate(builtin_rules(), facts)[1]}
+    assert outcomes["MM205"].state == "false"
+    assert outcomes["MM205"].detail.startswith("`run.oom_retries > 0.0` does not hold with run.oom_retries = 0")
+    assert outcomes["VL201"].words.startswith("not judged: this run has no run.val_share")
+    assert outcomes["MM205"].words.startswith("silent: `run.oom_retries > 0.0` does not hold")

@@ -27,7 +27,18 @@ class Outcome:
 
     rule: str
     state: str  # "fired" | "false" | "missing" | "error"
-    detail: str | None = None
+    detail: str | None = None  # missing: the facts the run lacks; false: the condition and the values it read
+
+    @property
+    def words(self) -> str:
+        """The outcome as a sentence (`diagnose --explain`)."""
+        if self.state == "missing":
+            return f"not judged: this run has no {self.detail}" if self.detail else "not judged"
+        if self.state == "false":
+            return f"silent: {self.detail}" if self.detail else "silent: its condition does not hold"
+        if self.state == "error":
+            return f"could not be judged: {self.detail}"
+        return "fired"
 
 
 def _value(v: Any) -> Any:
@@ -146,7 +157,7 @@ def _one(rule: Rule, cf: CompiledForm, facts: dict[str, Any], item: dict[str, An
     except Exception as e:
         return None, Outcome(rule.id, "error", str(e).split(". ")[0])
     if hit is not True:
-        return None, Outcome(rule.id, "false")
+        return None, Outcome(rule.id, "false", _why_false(form.condition, form.facts, facts, item))
     severity, message, evidence = cf.severity, form.message, cf.evidence
     fix_spec, fix_exprs = form.fix, cf.fix_exprs
     for cc in cf.cases:
@@ -170,6 +181,19 @@ def _one(rule: Rule, cf: CompiledForm, facts: dict[str, Any], item: dict[str, An
     finding = Finding(rule.id, rule.name, rule.category, Severity[severity], text,
                       evidence=_evidence(evidence, env), fix=_fix(fix_spec, fix_exprs, env))
     return finding, Outcome(rule.id, "fired")
+
+
+def _shown(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _why_false(condition: str, names: list[str], facts: dict[str, Any], item: dict[str, Any] | None) -> str:
+    """The condition that did not hold, in its own words, with the values it read."""
+    values = ", ".join(f"{n} = {_shown(v)}" for n in names if (v := _lookup(n, facts, item)) is not None)
+    return f"`{' '.join(condition.split())}` does not hold" + (f" with {values}" if values else "")
 
 
 def _form(rule: Rule, cf: CompiledForm, facts: dict[str, Any]) -> tuple[list[Finding], Outcome]:
