@@ -49,7 +49,7 @@ def run_diagnose(run_dir, *, rule_dirs, as_json: bool, fail_on: Severity, explai
         if explain:
             for o in d.outcomes:
                 if o.state != "fired":
-                    out.print(f"[dim]{o.rule}: {o.state}{': ' + o.detail if o.detail else ''}[/]")
+                    out.print(f"[dim]{o.rule}: {escape(o.words)}[/]")
     return exit_code(findings, fail_on)
 
 
