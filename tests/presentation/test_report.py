@@ -53,21 +53,21 @@ CPU_RUN = {"run.device": "cpu", "settings.workers_asked": 2.0, "settings.workers
 
 def test_a_setting_ultralytics_changed_says_who_changed_it_and_why():
     notes = report.setting_notes(CPU_RUN, {"workers": 2})
-    assert notes["settings.workers"] == ("changed by Ultralytics from workers=2, asked: on the CPU Ultralytics loads "
+    assert notes["settings.workers"] == ("changed by Ultralytics from workers=2 (asked): on the CPU Ultralytics loads "
                                          "in the training process (workers=0)")
-    assert notes["settings.precision"].startswith("changed by Ultralytics from amp=True, its default: AMP does nothing")
+    assert notes["settings.precision"] == "changed by Ultralytics from amp=True (its default): AMP does nothing on the CPU"
     assert "run.batch" not in notes  # ran as asked
     con = Console(record=True, width=200)
     report.render_facts(con, CPU_RUN, [("workers", "settings.workers"), ("batch", "run.batch")], notes)
-    assert "0  changed by Ultralytics from workers=2, asked" in con.export_text()
+    assert "0  changed by Ultralytics from workers=2 (asked)" in con.export_text()
 
 
 def test_batch_changes_name_autobatch_or_the_out_of_memory_halving():
-    auto = report.setting_notes({"settings.batch_requested": -1.0, "run.batch": 37.0})
-    assert auto["run.batch"] == "changed by Ultralytics from batch=-1, its default: AutoBatch chose it"
+    auto = report.setting_notes({"settings.batch_requested": -1.0, "run.batch": 37.0})  # a script's: who asked?
+    assert auto["run.batch"] == "changed by Ultralytics from batch=-1: AutoBatch chose it"
     halved = report.setting_notes({"settings.batch_requested": 64.0, "run.batch": 32.0, "run.oom_retries": 1.0},
                                   {"batch": 64})
-    assert halved["run.batch"].endswith("asked: it halved the batch after running out of memory")
+    assert halved["run.batch"].endswith("(asked): it halved the batch after running out of memory")
     refused = report.setting_notes({"settings.cache_requested": "ram", "ul.cache_refused": True,
                                     "ul.cache_required_gb": 40.0, "ul.cache_available_gb": 12.5}, {"cache": "ram"})
     assert refused["settings.cache"].endswith("its RAM guard trained uncached (it wanted 40.0 GB, 12.5 GB available)")

@@ -198,13 +198,13 @@ def render_verdict(console, v) -> None:
 
 def setting_notes(facts: dict[str, Any], given: dict[str, Any] | None = None) -> dict[str, str]:
     """For each setting Ultralytics ran otherwise than asked, who changed it and why, by the key the profile's table
-    shows it under (``settings.*``). ``given``: the train arguments the user gave (else a value is Ultralytics'
-    default)."""
-    given = given or {}
+    shows it under (``settings.*``). ``given``: the train arguments the user gave (a value not among them is
+    Ultralytics' default); None where they are not known (a script's)."""
     out: dict[str, str] = {}
 
     def asked(key: str, value: Any) -> str:
-        return f"changed by Ultralytics from {key}={value}, " + ("asked" if key in given else "its default")
+        who = "" if given is None else " (asked)" if key in given else " (its default)"  # a script's: not known
+        return f"changed by Ultralytics from {key}={value}{who}"
 
     w_asked, w_ran = facts.get("settings.workers_asked"), facts.get("settings.workers")
     if isinstance(w_asked, (int, float)) and isinstance(w_ran, (int, float)) and w_ran < w_asked:
@@ -219,7 +219,7 @@ def setting_notes(facts: dict[str, Any], given: dict[str, Any] | None = None) ->
             out["run.batch"] = f"{asked('batch', b_text)}: AutoBatch chose it"
     amp, precision = facts.get("settings.amp_requested"), facts.get("settings.precision")
     if amp in ("true", "fp16", "bf16") and precision == "fp32":
-        why = facts.get("ul.amp_unchecked") if str(facts.get("run.device", "")).startswith("cpu") else (
+        why = "AMP does nothing on the CPU" if str(facts.get("run.device", "")).startswith("cpu") else (
             "its AMP check failed" if facts.get("ul.amp_check") == "failed" else None)
         out["settings.precision"] = asked("amp", {"true": "True"}.get(amp, amp)) + (f": {why}" if why else "")
     if facts.get("settings.cache_requested") == "ram" and facts.get("ul.cache_refused"):
