@@ -34,7 +34,15 @@ def test_progress_reads_the_event_stream_as_it_grows(tmp_path):
     assert p.poll().describe() == "step 6/35, 4.0 images/s"  # 20 images after the first step, in 5 s
     with open(events, "a") as fh:
         fh.write("not json\n" + json.dumps({"type": "loader_capacity_start"}) + "\n")
-    assert p.poll().describe() == "timing the loader alone (6 steps done)"
+    assert p.poll().describe() == "timing the loader alone (after 6 steps)"
+
+
+def test_a_bound_given_as_steps_is_read_from_the_spec(tmp_path):
+    (tmp_path / "spec.json").write_text(json.dumps({"steps": 12}))
+    (tmp_path / "events.jsonl").write_text(json.dumps({"type": "step", "t1": 1.0, "images": 4}) + "\n")
+    assert RunProgress(tmp_path).poll().describe() == "step 1/12"
+    (tmp_path / "spec.json").write_text(json.dumps({"steps": "auto"}))
+    assert RunProgress(tmp_path).poll().describe() == "step 1"
 
 
 def test_the_pump_keeps_everything_and_shows_lines_with_a_progress_bars_last_frame(tmp_path):

@@ -89,6 +89,11 @@ class RunProgress:
         self.images = 0
         self.first_t: float | None = None
         self.last_t: float | None = None
+        try:  # a bound given as --steps N (the default bound arrives as a steps_limit event)
+            steps = json.loads((self.run_dir / "spec.json").read_text()).get("steps")
+            self.limit = steps if isinstance(steps, int) and not isinstance(steps, bool) else None
+        except (OSError, ValueError, AttributeError):
+            pass
 
     def poll(self) -> "RunProgress":
         try:
@@ -137,7 +142,7 @@ class RunProgress:
 
     def describe(self) -> str:
         if self.phase != "training":
-            return self.phase + (f" ({self.step} steps done)" if self.step else "")
+            return self.phase + (f" (after {self.step} steps)" if self.step else "")
         of = f"/{self.limit}" if self.limit else ""
         rate = self.images_per_s
         return f"step {self.step}{of}" + (f", {rate:.1f} images/s" if rate else "")
