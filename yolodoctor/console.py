@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -41,7 +42,7 @@ def training_status(console: Console, label: str) -> Iterator[Callable[[Any], No
     """A spinner for a training a command launched: ``label: step 12/35, 8.1 images/s`` (what the run's event stream
     says so far, from profiling/watch.RunProgress), refreshed while it runs."""
     with status(console, f"{label}: starting the training process") as update:
-        def show(progress) -> None:
+        def show(progress: Any) -> None:
             update(f"{label}: {progress.describe()}")
 
         yield show

@@ -64,12 +64,12 @@ def test_verify_keeps_the_trials_output_off_the_terminal_unless_debug(monkeypatc
 
     monkeypatch.setattr(trials, "run_trials", fake_run_trials)
 
-    class Prof:
-        settings = {"epochs": 20, "images_per_epoch": 64}
+    from types import SimpleNamespace
 
-    out = fix.verify_plan({}, plan, Prof(), tmp_path / "run", cands, reps=2, max_reps=2, log=lambda m: None,
+    prof = SimpleNamespace(settings={"epochs": 20, "images_per_epoch": 64})
+    out = fix.verify_plan({}, plan, prof, tmp_path / "run", cands, reps=2, max_reps=2, log=lambda m: None,
                           steps=60)
     assert out is t and seen["echo"] is None and not seen["debug"] and seen["progress"] and seen["steps"] == 60
-    fix.verify_plan({}, plan, Prof(), tmp_path / "run", cands, reps=2, max_reps=2, log=lambda m: None, debug=True)
+    fix.verify_plan({}, plan, prof, tmp_path / "run", cands, reps=2, max_reps=2, log=lambda m: None, debug=True)
     assert seen["echo"] is not None and seen["debug"]
     assert current().progress is None  # only inside

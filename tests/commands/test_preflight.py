@@ -75,7 +75,7 @@ def test_profile_of_a_script_under_a_python_without_ultralytics_exits_2_in_one_l
 
 
 def test_no_data_is_a_usage_error_saying_what_ultralytics_would_do():
-    with pytest.raises(UsageError, match="coco8.yaml"):
+    with pytest.raises(UsageError, match=r"coco8\.yaml"):
         preflight.require_data({"model": "yolo11n.yaml"})
     preflight.require_data({"data": "coco8.yaml"})  # asked for by name: fine
 

@@ -55,7 +55,8 @@ def test_a_setting_ultralytics_changed_says_who_changed_it_and_why():
     notes = report.setting_notes(CPU_RUN, {"workers": 2})
     assert notes["settings.workers"] == ("changed by Ultralytics from workers=2 (asked): on the CPU Ultralytics loads "
                                          "in the training process (workers=0)")
-    assert notes["settings.precision"] == "changed by Ultralytics from amp=True (its default): AMP does nothing on the CPU"
+    assert notes["settings.precision"] == ("changed by Ultralytics from amp=True (its default): AMP does nothing on "
+                                           "the CPU")
     assert "run.batch" not in notes  # ran as asked
     con = Console(record=True, width=200)
     report.render_facts(con, CPU_RUN, [("workers", "settings.workers"), ("batch", "run.batch")], notes)

@@ -86,14 +86,14 @@ def test_a_failed_training_is_the_verdict_and_check_is_the_next_step():
 
 
 def test_the_longer_profile_asked_for_reaches_a_window():
-    class Prof:
-        mode, args, command, status, reason = "script", {}, ["python", "train.py"], "complete", None
-        summary = {"steps": 8, "window": {"first_step": 20, "needs": 10, "valid": False}}
-        steps_limit = None
+    from types import SimpleNamespace
 
+    prof = SimpleNamespace(mode="script", args={}, command=["python", "train.py"], status="complete", reason=None,
+                           summary={"steps": 8, "window": {"first_step": 20, "needs": 10, "valid": False}},
+                           steps_limit=None)
     facts = {**CPU, "run.window_valid": False, "run.window_why": "only 0 steady steps after the first 20"}
     # the settling steps first, then the window's ten
-    assert verdict(facts, [], "runs/x", Prof()).next == "yolodoctor profile --steps 30 -- python train.py"
-    Prof.steps_limit = 8  # --steps 8 was asked: without it the profile runs as long as its window needs
-    v = verdict(facts, [], "runs/x", Prof())
+    assert verdict(facts, [], "runs/x", prof).next == "yolodoctor profile --steps 30 -- python train.py"
+    prof.steps_limit = 8  # --steps 8 was asked: without it the profile runs as long as its window needs
+    v = verdict(facts, [], "runs/x", prof)
     assert v.next == "yolodoctor profile -- python train.py" and "without --steps" in v.next_why

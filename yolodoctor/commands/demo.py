@@ -15,9 +15,16 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from yolodoctor.findings import Finding, Severity, exit_code
 from yolodoctor.presentation import report
-from yolodoctor.findings import Severity, exit_code
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from yolodoctor.fixing.candidates import Candidate
+    from yolodoctor.fixing.records import TrialReport
 
 DEMO_DATASET = {"images": 64, "val_images": 4, "seed": 0, "task": "detect", "image_format": "png",
                 "width": 1280, "height": 960}
@@ -46,7 +53,7 @@ def _matches(work_dir: Path) -> bool:
             and (work_dir / "data.yaml").is_file())
 
 
-def ensure_dataset(work_dir: Path, err) -> Path:
+def ensure_dataset(work_dir: Path, err: Console) -> Path:
     """The demo dataset in ``work_dir``: reused when it is there, else written (replacing an older demo dataset, never
     anything else), with a progress bar."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -67,19 +74,19 @@ def ensure_dataset(work_dir: Path, err) -> Path:
     return Path(info.yaml_path)
 
 
-def demo_candidates(cands, findings) -> list:
+def demo_candidates(cands: list[Candidate], findings: list[Finding]) -> list[Candidate]:
     """The trial design the demo has time for: the baseline and the candidate of the top finding's change alone."""
     from yolodoctor.findings import ranked
 
     top = next((f for f in ranked(findings) if f.fix and (f.fix.args or f.fix.env or f.fix.torch_flags)), None)
-    if top is None:
+    if top is None or top.fix is None:
         return []
     keys = set(top.fix.args) | set(top.fix.env) | set(top.fix.torch_flags)
     mine = [c for c in cands[1:] if c.against == "baseline" and {x.key for x in c.changes} <= keys]
     return [cands[0], mine[0]] if mine else []
 
 
-def busy_machine(trials) -> str:
+def busy_machine(trials: TrialReport) -> str:
     """What to make of a demo whose trials kept nothing: its bottleneck is planted, so the machine was too busy to
     measure it (its own speed moved, or a window never settled)."""
     moved = trials.host_spread
@@ -93,7 +100,7 @@ def run(work_dir: Path, *, as_json: bool, debug: bool = False) -> int:
     from yolodoctor import trainargs
     from yolodoctor.check.run import run_check
     from yolodoctor.commands.check import SUMMARY as CHECK_SUMMARY
-    from yolodoctor.commands.fix import print_trials, speedups, verify_plan, _print_plan
+    from yolodoctor.commands.fix import _print_plan, print_trials, speedups, verify_plan
     from yolodoctor.commands.profile import summary_rows
     from yolodoctor.console import echo_to, status, stderr_console, stdout_console, training_status
     from yolodoctor.diagnosis.diagnose import diagnose
@@ -107,7 +114,10 @@ def run(work_dir: Path, *, as_json: bool, debug: bool = False) -> int:
     started = time.monotonic()
     err, out = stderr_console(), stdout_console()
     show = not as_json
-    log = (lambda m: err.print(f"[dim]{m}[/]"))
+
+    def log(message: str) -> None:
+        err.print(f"[dim]{message}[/]")
+
     yaml_path = ensure_dataset(work_dir, err)
     with status(err, "loading Ultralytics"):
         user = trainargs.parse_kv([*DEMO_ARGS, f"data={yaml_path}"])
@@ -163,6 +173,7 @@ def run(work_dir: Path, *, as_json: bool, debug: bool = False) -> int:
         out.rule("[bold]Next, on your own data")
         for line, what in NEXT:
             out.print(f"  [cyan]{line:<51}[/] [dim]{what}[/]")
-        out.print(f"[dim]The demo took {wall:.0f} s; its runs are in {base}/ ({run_dir.name}, trials-{run_dir.name}).[/]")
+        out.print(f"[dim]The demo took {wall:.0f} s; its runs are in {base}/ ({run_dir.name}, "
+                  f"trials-{run_dir.name}).[/]")
     findings = rep.findings + diag.reported
     return exit_code(findings, Severity.error)

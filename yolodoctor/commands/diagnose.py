@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from yolodoctor.presentation import report
+from pathlib import Path
+
 from yolodoctor.errors import UsageError
 from yolodoctor.findings import Severity, exit_code
+from yolodoctor.presentation import report
 
 # (label, fact): shown in human units (report.human)
 FACT_KEYS = [
@@ -17,10 +19,10 @@ FACT_KEYS = [
 ]
 
 
-def run_diagnose(run_dir, *, rule_dirs, as_json: bool, fail_on: Severity, explain: bool = False) -> int:
+def run_diagnose(run_dir: Path, *, rule_dirs: list[str | Path] | None, as_json: bool, fail_on: Severity,
+                 explain: bool = False) -> int:
     from yolodoctor.console import stdout_console
     from yolodoctor.diagnosis.diagnose import diagnose
-
     from yolodoctor.presentation.verdict import verdict
 
     d = diagnose(run_dir, rule_dirs)

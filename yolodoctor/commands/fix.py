@@ -8,12 +8,22 @@ profiled into a new run directory, and rolls back to the original arguments if t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from yolodoctor.presentation import report
 from yolodoctor.errors import InputError, UsageError
+from yolodoctor.presentation import report
 from yolodoctor.record.rundir import DEFAULT_BASE
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from yolodoctor.fixing.budget import Estimate
+    from yolodoctor.fixing.candidates import Candidate
+    from yolodoctor.fixing.planner import Change, Plan
+    from yolodoctor.fixing.records import TrialReport
+    from yolodoctor.profiling.watch import RunProgress
 
 
 def latest_run(base: Path = DEFAULT_BASE) -> Path:
@@ -24,7 +34,7 @@ def latest_run(base: Path = DEFAULT_BASE) -> Path:
     return max(runs, key=lambda p: (p / "profile.json").stat().st_mtime)
 
 
-def user_candidates(words: list[str], settings: dict[str, Any]):
+def user_candidates(words: list[str], settings: dict[str, Any]) -> list[Change]:
     """--try KEY=VALUE: the user's own candidates, verified like the planner's (safe only if on the allow-list)."""
     from yolodoctor import trainargs
     from yolodoctor.fixing.planner import ALLOWED, Change, mark_training_change
@@ -37,14 +47,16 @@ def user_candidates(words: list[str], settings: dict[str, Any]):
     return out
 
 
-def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=None, verify: bool = False,
+def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs: list[str | Path] | None = None,
+        verify: bool = False,
         apply: bool = False, tries: list[str] | None = None, reps: int = 2, max_reps: int | None = None,
         yes: bool = False, budget: float | None = None, debug: bool = False) -> int:
     from yolodoctor.console import echo_to, stderr_console, stdout_console, training_status
-    from yolodoctor.profiling.watch import watching
     from yolodoctor.diagnosis.diagnose import diagnose
-    from yolodoctor.fixing.planner import cuda_graphs_refusal, plan as make_plan
-    from yolodoctor.fixing.apply import fresh_dir, planned_images, relaunch, seed_of
+    from yolodoctor.fixing.apply import relaunch
+    from yolodoctor.fixing.planner import cuda_graphs_refusal
+    from yolodoctor.fixing.planner import plan as make_plan
+    from yolodoctor.profiling.watch import watching
     from yolodoctor.record.profile import host_id
 
     err = stderr_console()
@@ -108,15 +120,22 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
                                          trials=trials.to_dict() if trials else [], applied=applied,
                                          speedups=speedups(trials, cands) if trials else {}))
         return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
+    _print_report(stdout_console(), run_dir, p, trials, cands, (d.profile.settings or {}).get("images_per_epoch"),
+                  planned_only=not verify and not apply, applied=applied)
+    return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
+
+
+def _print_report(out: Console, run_dir: Path, p: Plan, trials: TrialReport | None, cands: list[Candidate] | None,
+                  images_per_epoch: float | None, *, planned_only: bool, applied: dict[str, Any] | None) -> None:
+    """The plan, the trials' verdicts, and what was applied (or the --verify command that comes next)."""
+    import shlex
+
     from rich.markup import escape
 
-    out = stdout_console()
     _print_plan(out, run_dir, p)
     if trials:
-        print_trials(out, trials, cands, (d.profile.settings or {}).get("images_per_epoch"))
-    if p.changes and not verify and not apply:
-        import shlex
-
+        print_trials(out, trials, cands, images_per_epoch)
+    if p.changes and planned_only:
         out.print(f"\nnext: [cyan]yolodoctor fix {escape(shlex.quote(str(run_dir)))} --verify[/]  [dim](trials each "
                   "change against the training as it is; keeps only what measurably helps)[/]")
     if applied and not applied.get("relaunched", True):
@@ -126,11 +145,11 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs=No
     elif applied:
         out.print(f"\n[bold]applied[/]: {applied['run_dir']} ({applied['status']})"
                   + (f" - [yellow]rolled back[/]: {applied['rollback_reason']}" if applied["rolled_back"] else ""))
-    return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
 
 
-def verify_plan(replay: dict[str, Any], plan, profile, run_dir: Path, cands, *, reps: int, max_reps: int, log,
-                command: list[str] | None = None, err=None, debug: bool = False, steps: int | str = "auto"):
+def verify_plan(replay: dict[str, Any], plan: Plan, profile: Any, run_dir: Path, cands: list[Candidate], *,
+                reps: int, max_reps: int, log: Callable[[str], None], command: list[str] | None = None,
+                err: Console | None = None, debug: bool = False, steps: int | str = "auto") -> TrialReport:
     """`fix --verify`'s trials of ``cands`` (fixing/trials.py), each a bounded profile of the training recorded in
     ``run_dir``, with a spinner on ``err`` saying which trial runs and how far it is. The trials' own output (
     Ultralytics' progress bars, a script's prints) stays in each trial's output.log (shown under --debug)."""
@@ -144,7 +163,7 @@ def verify_plan(replay: dict[str, Any], plan, profile, run_dir: Path, cands, *, 
     total = len(cands) * reps
     seen: list[str] = []
     with status(err, "verifying: starting the first trial") as update:
-        def progress(p) -> None:
+        def progress(p: RunProgress) -> None:
             if str(p.run_dir) not in seen:
                 seen.append(str(p.run_dir))
             of = f"{len(seen)}/{total}" if len(seen) <= total else f"{len(seen)}, a repeat to decide"
@@ -156,7 +175,7 @@ def verify_plan(replay: dict[str, Any], plan, profile, run_dir: Path, cands, *, 
                               planned_images=planned_images(st), seed=seed_of(st, replay), cands=cands)
 
 
-def speedups(t, cands) -> dict[str, dict[str, float | str | None]]:
+def speedups(t: TrialReport, cands: list[Candidate] | None) -> dict[str, dict[str, Any]]:
     """Each candidate's speed over what it is measured against (its reference, else the baseline): the ratio of the
     median images/s, and its 95% interval where the trials measured their noise: the same t-test as the verdict's
     threshold (fixing/judge.Noise: each side at the pooled deviation, or its own where that is larger), taken on the
@@ -172,7 +191,7 @@ def speedups(t, cands) -> dict[str, dict[str, float | str | None]]:
             ok.setdefault(r.candidate, []).append(r.images_per_s)
     against = {c.name: c.against for c in cands or []}
     noise = t.noise
-    out: dict[str, dict[str, float | str | None]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for v in t.verdicts[1:]:
         ref = against.get(v.candidate, "baseline")
         a, b = ok.get(v.candidate, []), ok.get(ref, [])
@@ -191,7 +210,8 @@ def speedups(t, cands) -> dict[str, dict[str, float | str | None]]:
     return out
 
 
-def _design(cands, reps: int, max_reps: int, profile, plan, budget: float | None, log):
+def _design(cands: list[Candidate], reps: int, max_reps: int, profile: Any, plan: Plan, budget: float | None,
+            log: Callable[[str], None]) -> tuple[list[Candidate], int, Estimate]:
     """The trials to run: all of them, or those that fit the budget (--budget, or a quarter of what the plan can save
     for a training of 10 epochs or more); says what verify will cost against what it can save, and what it skipped."""
     from yolodoctor.fixing.budget import MIN_EPOCHS, SHARE, fit
@@ -218,7 +238,7 @@ def _design(cands, reps: int, max_reps: int, profile, plan, budget: float | None
     return cands, max_reps, est
 
 
-def _print_plan(out, run_dir, p) -> None:
+def _print_plan(out: Console, run_dir: Path, p: Plan) -> None:
     out.rule(f"[bold]yolodoctor fix: plan for {run_dir}")
     if not p.changes:
         out.print("[green]No change to propose.[/]")
@@ -241,7 +261,8 @@ def _print_plan(out, run_dir, p) -> None:
         out.print(f"[dim]not planned: {x['key']} - {x['reason']}[/]")
 
 
-def print_trials(out, t, cands=None, images_per_epoch: float | None = None) -> None:
+def print_trials(out: Console, t: TrialReport, cands: list[Candidate] | None = None,
+                 images_per_epoch: float | None = None) -> None:
     """The trials' verdicts: each candidate's median images/s and seconds per epoch, its speed-up over what it is
     measured against as a factor with its 95% interval, whether it is kept; then why, one line each."""
     from rich.markup import escape

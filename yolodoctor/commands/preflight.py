@@ -88,7 +88,7 @@ def missing_model(model: str, offline: bool) -> str | None:
         unified = re.sub(r"(\d+)([nslmx])(.+)?$", r"\1\3", str(p))
         try:
             found = check_yaml(str(p), hard=False) or check_yaml(unified, hard=False)
-        except Exception:  # noqa: BLE001 - Ultralytics' search refused the name: it is not there either
+        except Exception:  # Ultralytics' search refused the name: it is not there either
             found = None
         return None if found else (f"model={model}: no such file, and not one of Ultralytics' model configurations "
                                    "(yolo11n.yaml, yolov8s.yaml, ...)")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from yolodoctor.presentation import report
 from yolodoctor.findings import Severity, exit_code
+from yolodoctor.presentation import report
 from yolodoctor.record.profile import Profile
 
 # (label, key): keys of flat(profile) and of the diagnosis' facts; values shown in human units (report.human)
@@ -29,7 +30,8 @@ def flat(p: Profile) -> dict:
     return d
 
 
-def summary_rows(prof: Profile, facts: dict[str, Any], keys=SUMMARY) -> tuple[dict, list, dict]:
+def summary_rows(prof: Profile, facts: dict[str, Any], keys: list[tuple[str, str]] = SUMMARY
+                 ) -> tuple[dict[str, Any], list[tuple[str, str]], dict[str, str]]:
     """The profile's table: its values, its (label, key) rows - the rate marked as not steady where the window could
     not be trusted, with no such figure passed off as steady - and the notes beside the settings Ultralytics changed."""
     values = {**flat(prof), **{k: v for k, v in facts.items() if k.startswith("run.")}}
@@ -44,7 +46,7 @@ def summary_rows(prof: Profile, facts: dict[str, Any], keys=SUMMARY) -> tuple[di
     return values, rows, notes
 
 
-def run(words: list[str], *, steps: int | None, out, as_json: bool, fail_on: Severity, trace: bool = True,
+def run(words: list[str], *, steps: int | None, out: Path | None, as_json: bool, fail_on: Severity, trace: bool = True,
         loader_seconds: float = 8.0, command: list[str] | None = None, hz: float = 5.0,
         gpu_telemetry: bool = True, debug: bool = False) -> int:
     from yolodoctor import trainargs

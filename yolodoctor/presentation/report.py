@@ -6,10 +6,15 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
-from yolodoctor.findings import CATEGORIES, Finding, Severity, ranked
+from yolodoctor.findings import CATEGORIES, Finding, Fix, Severity, ranked
 from yolodoctor.version import SCHEMA
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from yolodoctor.presentation.verdict import Verdict
 
 SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
 
@@ -28,7 +33,7 @@ def envelope(command: str, findings: list[Finding], facts: dict[str, Any], run_d
             "facts": facts, "run_dir": run_dir, **extra}
 
 
-def dump_json(obj: dict[str, Any], stream=None) -> None:
+def dump_json(obj: dict[str, Any], stream: IO[str] | None = None) -> None:
     """Strict JSON: a non-finite number (say, a NaN in a profile recorded elsewhere) is written as null."""
     stream = stream or sys.stdout
     try:
@@ -88,7 +93,7 @@ def human(key: str, v: Any) -> str:
     return str(v)
 
 
-def render_findings(console, findings: list[Finding], title: str, group: bool = True) -> None:
+def render_findings(console: Console, findings: list[Finding], title: str, group: bool = True) -> None:
     """Findings as panels: grouped by category (check), or in rank order, most time saved first (diagnose)."""
     from rich.panel import Panel
     from rich.text import Text
@@ -122,7 +127,7 @@ def render_findings(console, findings: list[Finding], title: str, group: bool = 
                   f" [cyan]{counts[Severity.info]} info[/]")
 
 
-def _fix_text(fix) -> str:
+def _fix_text(fix: Fix) -> str:
     parts = [f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in fix.args.items()]
     parts += [f"{k}={v}" for k, v in fix.env.items()]
     parts += [f"torch.backends.{k} = {v}" for k, v in fix.torch_flags.items()]
@@ -159,7 +164,7 @@ def _evidence_lines(ev: dict[str, Any], limit: int = 6) -> str:
     return "\n".join(lines)
 
 
-def render_facts(console, facts: dict[str, Any], keys: list[tuple[str, str]],
+def render_facts(console: Console, facts: dict[str, Any], keys: list[tuple[str, str]],
                  notes: dict[str, str] | None = None) -> None:
     """A table of facts, each in human units (``human``), with a note beside those in ``notes`` (by key)."""
     from rich.markup import escape
@@ -174,7 +179,7 @@ def render_facts(console, facts: dict[str, Any], keys: list[tuple[str, str]],
     console.print(table)
 
 
-def render_verdict(console, v) -> None:
+def render_verdict(console: Console, v: Verdict) -> None:
     """The headline (presentation/verdict.py): the bound, its share and evidence, and what to run next."""
     from rich.markup import escape
     from rich.panel import Panel
@@ -185,7 +190,7 @@ def render_verdict(console, v) -> None:
         lines.append("[dim]" + escape("; ".join(v.evidence)) + "[/]")
     if v.caveat:
         lines.append(f"[yellow]{escape(v.caveat[:1].upper() + v.caveat[1:])}.[/]")
-    if v.healthy:
+    if v.healthy and v.next_why:
         lines.append(f"[green]{escape(v.next_why[:1].upper() + v.next_why[1:])}.[/]")
     elif v.next:
         lines.append(f"[bold]next:[/] [cyan]{escape(v.next)}[/]" + (f"  [dim]({escape(v.next_why)})[/]"

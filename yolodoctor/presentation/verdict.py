@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from yolodoctor.findings import Finding, Severity, ranked
@@ -57,12 +58,22 @@ def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _actionable(f: Finding) -> bool:
-    fx = f.fix
-    return f.severity >= Severity.warning and fx is not None and bool(fx.args or fx.env or fx.torch_flags)
+def _get(f: dict[str, Any], key: str) -> float | None:
+    """A numeric fact, or None."""
+    v = f.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def profile_again(profile, steps: int | None = None) -> str | None:
+def _fix_args(x: Finding) -> bool:
+    fx = x.fix
+    return fx is not None and bool(fx.args or fx.env or fx.torch_flags)
+
+
+def _actionable(x: Finding) -> bool:
+    return x.severity >= Severity.warning and _fix_args(x)
+
+
+def profile_again(profile: Any, steps: int | None = None) -> str | None:
     """The `yolodoctor profile` command line that reruns a recorded profile (args or script mode)."""
     if profile is None:
         return None
@@ -75,114 +86,139 @@ def profile_again(profile, steps: int | None = None) -> str | None:
     return None
 
 
-def verdict(facts: dict[str, Any], findings: list[Finding], run_dir: str | None = None, profile=None) -> Verdict:
+def verdict(facts: dict[str, Any], findings: list[Finding], run_dir: str | Path | None = None,
+            profile: Any = None) -> Verdict:
     """``findings``: what the command reports (how the run ended first, then the diagnosis); ``profile``: the run's
-    record, for the command lines it suggests."""
-    f = facts
+    record (yolodoctor.record.profile.Profile), for the command lines it suggests."""
     run = str(run_dir) if run_dir is not None else "RUN_DIR"
     ordered = ranked(findings)
     ending = [x for x in ordered if x.id in ("MM201", "ST101", "ST102")]
+    reason = getattr(profile, "reason", None) or facts.get("end.reason")
+    stopped = str(reason).startswith(("interrupted", "terminated"))
+    if ending or (facts.get("run.complete") is False and reason and not stopped):
+        return _failed(facts, ending, reason, run, profile)
     actionable = [x for x in ordered if _actionable(x)]
-    reason = getattr(profile, "reason", None) or f.get("end.reason")
-    if ending or (f.get("run.complete") is False and reason and not str(reason).startswith(("interrupted",
-                                                                                                 "terminated"))):
-        return _failed(f, ending, reason, run, profile)
+    v = _bound(facts, ordered, actionable)
+    if facts.get("run.window_valid") is False:
+        v.caveat = f"not a steady figure: {facts.get('run.window_why') or 'too few steps'}"
+        if _profile_longer(v, profile):
+            return v
+    elif facts.get("run.complete") is False and reason:
+        v.caveat = f"the profile was {str(reason).split(':')[0]} after {facts.get('end.steps') or 'a few'} steps"
+    _next_step(v, ordered, actionable, run)
+    return v
 
-    wait, device = f.get("run.data_wait_share"), f.get("run.device")
-    busy = f.get("trace.gpu_busy_share")
-    busy_src = "the trace's kernel time"
-    if not _num(busy) and _num(f.get("gpu.util_mean")):
-        busy, busy_src = f["gpu.util_mean"] / 100, "NVML utilisation"
+
+def _bound(f: dict[str, Any], ordered: list[Finding], actionable: list[Finding]) -> Verdict:
+    """What bounds the step, its share, its headline and evidence."""
+    wait, device = _get(f, "run.data_wait_share"), f.get("run.device")
+    busy, busy_src = _get(f, "trace.gpu_busy_share"), "the trace's kernel time"
+    util = _get(f, "gpu.util_mean")
+    if busy is None and util is not None:
+        busy, busy_src = util / 100, "NVML utilisation"
     ev: list[str] = []
-    if _num(wait):
-        ev.append(f"data wait {pct(wait)} of each step" + (f" (median step {_seconds(f['run.step_s'])})"
-                                                            if _num(f.get("run.step_s")) else ""))
-    top_memory = next((x for x in actionable + [x for x in ordered if x.severity >= Severity.warning]
-                       if x.category == "memory"), None)
+    if wait is not None:
+        step = _get(f, "run.step_s")
+        ev.append(f"data wait {pct(wait)} of each step" + (f" (median step {_seconds(step)})" if step else ""))
+    warned = [x for x in ordered if x.severity >= Severity.warning]
+    top_memory = next((x for x in actionable + warned if x.category == "memory"), None)
     top = actionable[0] if actionable else None
-    if _num(wait) and wait >= INPUT_SHARE:
+    share: float | None
+    if wait is not None and wait >= INPUT_SHARE:
         bound, share = "input", wait
         headline = f"the training waits for the next batch {pct(wait)} of each step"
-        if _num(f.get("loader.capacity_images_per_s")) and _num(f.get("run.images_per_s")):
-            ev.append(f"the loader alone delivers {f['loader.capacity_images_per_s']:.1f} images/s, the training takes "
-                      f"{f['run.images_per_s']:.1f}")
-        if _num(f.get("check.decode_ms")):
-            ev.append(f"decoding one image takes {f['check.decode_ms']:.1f} ms on a core")
-        if _num(f.get("settings.workers")):
-            ev.append(f"workers={f['settings.workers']:.0f}" + (
-                " (on the CPU Ultralytics loads in the training process)" if device == "cpu" else ""))
-    elif top is not None and top_memory is not None and top is top_memory:
-        bound, share = "memory", f.get("gpu.mem_fraction_peak")
+        ev += _input_evidence(f, device)
+    elif top is not None and top is top_memory:
+        bound, share = "memory", _get(f, "gpu.mem_fraction_peak")
         headline = top.message.split(". ")[0].rstrip(".")
-        if _num(share):
+        if share is not None:
             ev.append(f"GPU memory peak {pct(share)} of the card")
-    elif device == "cuda" and _num(busy):
-        if busy < BUSY_SHARE:
-            bound, share = "host", 1 - busy
-            headline = (f"the GPU is busy only {pct(busy)} of the step ({busy_src}) although data is ready: the host "
-                        "side sets the pace")
-        else:
-            bound, share = "gpu", busy
-            headline = f"the GPU computes {pct(busy)} of the step ({busy_src}) and data is ready"
-        if _num(f.get("cpu.train_thread_pct")):
-            ev.append(f"training thread at {f['cpu.train_thread_pct']:.0f}% of a core")
-        if _num(f.get("trace.kernels_per_step")):
-            ev.append(f"{f['trace.kernels_per_step']:.0f} kernels per step")
-    elif device in ("cpu", "mps") and _num(wait):
+    elif device == "cuda" and busy is not None:
+        bound, share = ("host", 1 - busy) if busy < BUSY_SHARE else ("gpu", busy)
+        headline = (f"the GPU is busy only {pct(busy)} of the step ({busy_src}) although data is ready: the host side "
+                    "sets the pace" if bound == "host" else
+                    f"the GPU computes {pct(busy)} of the step ({busy_src}) and data is ready")
+        if (thread := _get(f, "cpu.train_thread_pct")) is not None:
+            ev.append(f"training thread at {thread:.0f}% of a core")
+        if (kernels := _get(f, "trace.kernels_per_step")) is not None:
+            ev.append(f"{kernels:.0f} kernels per step")
+    elif device in ("cpu", "mps") and wait is not None:
         bound, share = "cpu", 1 - wait
         headline = f"the model's forward and backward pass take {pct(1 - wait)} of each step; data is ready"
     else:
         bound, share = "unknown", None
         headline = "the profile holds too few measurements to say what bounds the step"
-    if _num(f.get("run.images_per_s")):
-        ev.insert(0, f"{f['run.images_per_s']:.1f} images/s" + (" (steady)" if f.get("run.window_valid") else ""))
+    if (rate := _get(f, "run.images_per_s")) is not None:
+        ev.insert(0, f"{rate:.1f} images/s" + (" (steady)" if f.get("run.window_valid") else ""))
+    return Verdict(bound, share, headline[:1].upper() + headline[1:] + ".", ev)
 
-    v = Verdict(bound, share, headline[:1].upper() + headline[1:] + ".", ev)
-    if f.get("run.window_valid") is False:
-        summary = getattr(profile, "summary", None) or {}
-        window = summary.get("window") or {}
-        needs, steps = window.get("needs"), summary.get("steps")
-        v.caveat = f"not a steady figure: {f.get('run.window_why') or 'too few steps'}"
-        if isinstance(getattr(profile, "steps_limit", None), int):  # --steps N was given: the default runs enough
-            again, why = profile_again(profile), "without --steps a profile runs until its window has settled"
-        else:
-            more = max(steps, window.get("first_step") or 0) + needs if _num(steps) and _num(needs) else None
-            again, why = profile_again(profile, more), "a longer profile measures a steady rate"
-        if again:
-            v.next, v.next_why = again, why
-            return v
-    elif f.get("run.complete") is False and reason:
-        v.caveat = f"the profile was {reason.split(':')[0]} after {f.get('end.steps') or 'a few'} steps"
-    if top is not None:
-        unsafe = all(x.fix.safety == "unsafe" for x in actionable)
-        v.next = f"yolodoctor fix {shlex.quote(run)} --verify" + (" --allow-unsafe" if unsafe else "")
-        gain = top.fix.seconds_saved_per_epoch
+
+def _input_evidence(f: dict[str, Any], device: Any) -> list[str]:
+    ev = []
+    cap, rate = _get(f, "loader.capacity_images_per_s"), _get(f, "run.images_per_s")
+    if cap is not None and rate is not None:
+        ev.append(f"the loader alone delivers {cap:.1f} images/s, the training takes {rate:.1f}")
+    if (decode := _get(f, "check.decode_ms")) is not None:
+        ev.append(f"decoding one image takes {decode:.1f} ms on a core")
+    if (workers := _get(f, "settings.workers")) is not None:
+        ev.append(f"workers={workers:.0f}" + (" (on the CPU Ultralytics loads in the training process)"
+                                              if device == "cpu" else ""))
+    return ev
+
+
+def _profile_longer(v: Verdict, profile: Any) -> bool:
+    """A profile without a steady window: the next step is a longer profile (True where it could be written)."""
+    summary = getattr(profile, "summary", None) or {}
+    window = summary.get("window") or {}
+    needs, steps, first = window.get("needs"), summary.get("steps"), window.get("first_step") or 0
+    if isinstance(getattr(profile, "steps_limit", None), int):  # --steps N was given: the default runs enough
+        again, why = profile_again(profile), "without --steps a profile runs until its window has settled"
+    else:
+        more = int(max(steps, first) + needs) if isinstance(steps, int) and isinstance(needs, int) else None
+        again, why = profile_again(profile, more), "a longer profile measures a steady rate"
+    if again:
+        v.next, v.next_why = again, why
+    return again is not None
+
+
+def _next_step(v: Verdict, ordered: list[Finding], actionable: list[Finding], run: str) -> None:
+    """The command to run next: fix --verify for what costs time, trials for what only a trial can judge; nothing for
+    a healthy run."""
+    warned = [x for x in ordered if x.severity >= Severity.warning]
+    trial = [x for x in ordered if _fix_args(x)]
+    if actionable:
+        top = actionable[0]
+        v.next = _verify(run, actionable)
+        gain = top.fix.seconds_saved_per_epoch if top.fix else None
         v.next_why = (f"trials {top.id}'s {_change(top)}" + (f" (up to {gain:.1f} s/epoch)" if gain else "")
                       + (f" and {len(actionable) - 1} more" if len(actionable) > 1 else "")
                       + ", keeping only what measurably helps")
-    elif not any(x.severity >= Severity.warning for x in ordered) and bound in ("gpu", "cpu"):
+    elif not warned and v.bound in ("gpu", "cpu"):
         v.healthy = True
         v.next_why = "nothing worth fixing: no finding costs time; the step is the model's own compute"
-    elif not any(x.severity >= Severity.warning for x in ordered) and (
-            trial := [x for x in ordered if x.fix is not None and (x.fix.args or x.fix.env or x.fix.torch_flags)]):
-        unsafe = all(x.fix.safety == "unsafe" for x in trial)
-        v.next = f"yolodoctor fix {shlex.quote(run)} --verify" + (" --allow-unsafe" if unsafe else "")
+    elif not warned and trial:
+        v.next = _verify(run, trial)
         v.next_why = (f"no finding is sure to save time; trials tell whether {trial[0].id}'s {_change(trial[0])}"
                       + (f" or {len(trial) - 1} more" if len(trial) > 1 else "") + " helps")
-    elif any(x.severity >= Severity.warning for x in ordered):
-        w = next(x for x in ordered if x.severity >= Severity.warning)
-        v.next_why = f"{w.id} has no argument to change: " + ((w.fix.note or "").strip() if w.fix and w.fix.note
-                                                             else "see its finding below")
-    return v
+    elif warned:
+        w = warned[0]
+        note = (w.fix.note or "").strip() if w.fix else ""
+        v.next_why = f"{w.id} has no argument to change: " + (note or "see its finding below")
 
 
-def _failed(f: dict[str, Any], ending: list[Finding], reason: str | None, run: str, profile) -> Verdict:
+def _verify(run: str, changes: list[Finding]) -> str:
+    unsafe = all(x.fix is not None and x.fix.safety == "unsafe" for x in changes)
+    return f"yolodoctor fix {shlex.quote(run)} --verify" + (" --allow-unsafe" if unsafe else "")
+
+
+def _failed(f: dict[str, Any], ending: list[Finding], reason: str | None, run: str, profile: Any) -> Verdict:
     first = ending[0] if ending else None
     what = (first.message if first else f"the training did not finish: {reason}").rstrip(".")
+    steps = _get(f, "end.steps")
     v = Verdict("memory" if first is not None and first.id == "MM201" else "failed", None, what + ".",
                 [f"status: {f.get('end.status') or getattr(profile, 'status', '?')}"]
-                + ([f"{f['end.steps']:.0f} steps before the end"] if _num(f.get("end.steps")) else []))
-    if first is not None and _actionable(first):
+                + ([f"{steps:.0f} steps before the end"] if steps is not None else []))
+    if first is not None and _fix_args(first):
         v.next, v.next_why = f"yolodoctor fix {shlex.quote(run)}", f"plans {_change(first)}"
     else:
         again = profile_again(profile)
@@ -196,6 +232,8 @@ def _failed(f: dict[str, Any], ending: list[Finding], reason: str | None, run: s
 
 def _change(x: Finding) -> str:
     fx = x.fix
+    if fx is None:
+        return ""
     parts = [f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in fx.args.items()]
     parts += [f"{k}={v}" for k, v in fx.env.items()] + [f"torch.backends.{k}={v}" for k, v in fx.torch_flags.items()]
     return " ".join(parts)

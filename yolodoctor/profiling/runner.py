@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from yolodoctor.record.profile import EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
 from yolodoctor.profiling import hostprobe
@@ -28,6 +28,9 @@ from yolodoctor.record.rundir import (
     reserve_space,
     write_json_atomic,
 )
+
+if TYPE_CHECKING:
+    from yolodoctor.profiling.watch import RunProgress
 
 
 def make_run_dir(out: str | Path | None, name: str = "profile") -> Path:
@@ -122,31 +125,22 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
         profile.status, profile.reason, profile.finished = "incomplete", f"could not start: {e}", now()
         profile.save(run)
         raise InputError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
-    pump = OutputPump(child.stdout, run / OUTPUT, watch.echo).start() if getattr(child, "stdout", None) else None
+    out = getattr(child, "stdout", None)
+    pump = OutputPump(out, run / OUTPUT, watch.echo).start() if out is not None else None
     progress = RunProgress(run) if watch.progress is not None else None
     sampler = (start_sampler(child.pid, run / SAMPLES, hz=hz, gpu_uuid=gpu_uuid_for(args or {}) if gpu_telemetry
                              else None, roles=run / "roles.json", tid=child.pid, gpu=gpu_telemetry)
                if hz > 0 else None)
     interrupted: list[int] = []
 
-    def forward(signum, frame):
+    def forward(signum: int, frame: Any) -> None:
         interrupted.append(signum)
         if child.poll() is None:
             child.send_signal(signum)
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        while True:
-            try:
-                child.wait(0.25 if progress is not None else None)
-                break
-            except subprocess.TimeoutExpired:
-                try:
-                    watch.progress(progress.poll())
-                except Exception:  # noqa: BLE001 - showing progress must never end the run
-                    progress = None
-            except KeyboardInterrupt:  # a second Ctrl-C while waiting
-                forward(signal.SIGINT, None)
+        _wait(child, progress, watch.progress, forward)
         ended = time.monotonic()
         if pump is not None:
             pump.join()
@@ -161,6 +155,24 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     if profile.reason and "disk full" in profile.reason:
         log(f"the disk holding {run} filled up during the run: the record is marked incomplete")
     return run, profile
+
+
+def _wait(child: subprocess.Popen, progress: RunProgress | None, show: Callable[[RunProgress], None] | None,
+          forward: Callable[[int, Any], None]) -> None:
+    """Wait for the training process, showing its ``progress`` every quarter second where a command asked for it
+    (``show``); a second Ctrl-C while waiting is forwarded like the first."""
+    while True:
+        try:
+            child.wait(0.25 if progress is not None else None)
+            return
+        except subprocess.TimeoutExpired:
+            try:
+                if progress is not None and show is not None:
+                    show(progress.poll())
+            except Exception:  # showing progress must never end the run: stop showing it
+                progress = None
+        except KeyboardInterrupt:
+            forward(signal.SIGINT, None)
 
 
 def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: list[int] | None = None,

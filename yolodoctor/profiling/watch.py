@@ -15,9 +15,10 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO, Any
 
 OUTPUT = "output.log"
 # torch.profiler's kineto library prints its own log lines (profiler_start/stop, stages, "gpuGetDeviceCount failed")
@@ -28,24 +29,26 @@ KINETO_QUIET = {"KINETO_LOG_LEVEL": "6"}
 
 @dataclass(frozen=True)
 class Watch:
-    progress: Callable[["RunProgress"], None] | None = None  # called a few times a second while a training runs
+    progress: Callable[[RunProgress], None] | None = None  # called a few times a second while a training runs
     echo: Callable[[str], None] | None = None  # the training process's output lines; None: kept in output.log only
     debug: bool = False  # --debug: torch's and the profiler's own log lines too
 
 
-_current: contextvars.ContextVar[Watch] = contextvars.ContextVar("yolodoctor_watch", default=Watch())
+NOTHING = Watch()  # outside any watching(): no progress, the output kept in output.log only
+_current: contextvars.ContextVar[Watch | None] = contextvars.ContextVar("yolodoctor_watch", default=None)
 
 
 def current() -> Watch:
-    return _current.get()
+    return _current.get() or NOTHING
 
 
 @contextlib.contextmanager
-def watching(**changes) -> Iterator[Watch]:
+def watching(**changes: Any) -> Iterator[Watch]:
     """Within the block, trainings launched by ``profiling.runner.run_profile`` report to these callbacks."""
-    token = _current.set(replace(current(), **changes))
+    watch = replace(current(), **changes)
+    token = _current.set(watch)
     try:
-        yield _current.get()
+        yield watch
     finally:
         _current.reset(token)
 
@@ -95,7 +98,7 @@ class RunProgress:
         except (OSError, ValueError, AttributeError):
             pass
 
-    def poll(self) -> "RunProgress":
+    def poll(self) -> RunProgress:
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
@@ -163,7 +166,7 @@ class OutputPump:
         self.stream, self.log_path, self.echo = stream, log_path, echo
         self.thread = threading.Thread(target=self._run, name="yolodoctor-output", daemon=True)
 
-    def start(self) -> "OutputPump":
+    def start(self) -> OutputPump:
         self.thread.start()
         return self
 
@@ -172,12 +175,13 @@ class OutputPump:
         self.thread.join(timeout)
 
     def _run(self) -> None:
-        try:
-            log = open(self.log_path, "ab")
-        except OSError:
-            log = None
-        pending = b""
-        try:
+        with contextlib.ExitStack() as stack:
+            stack.callback(self._close_stream)
+            try:
+                log: IO[bytes] | None = stack.enter_context(open(self.log_path, "ab"))
+            except OSError:
+                log = None
+            pending = b""
             fd = self.stream.fileno()
             while True:
                 try:
@@ -190,7 +194,7 @@ class OutputPump:
                     try:
                         log.write(chunk)
                         log.flush()
-                    except OSError:
+                    except OSError:  # a full disk: the log stops, the draining goes on
                         log = None
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
@@ -200,12 +204,10 @@ class OutputPump:
                     pending = pending[pending.rfind(b"\r") + 1:] if b"\r" in pending else pending[-4096:]
             if pending:
                 self._show(pending)
-        finally:
-            if log is not None:
-                with contextlib.suppress(OSError):
-                    log.close()
-            with contextlib.suppress(OSError):
-                self.stream.close()
+
+    def _close_stream(self) -> None:
+        with contextlib.suppress(OSError):
+            self.stream.close()
 
     def _show(self, raw: bytes) -> None:
         if self.echo is None:
@@ -214,7 +216,5 @@ class OutputPump:
         frames = [f for f in text.split("\r") if f.strip()]
         if not frames:
             return
-        try:
+        with contextlib.suppress(Exception):  # showing a line must never stop draining the pipe
             self.echo(frames[-1].rstrip())
-        except Exception:  # noqa: BLE001 - showing a line must never stop draining the pipe
-            pass
