@@ -576,64 +576,57 @@ def explain(res: dict, part: str, f: dict) -> list[str]:
     return out
 
 
-def body(res: dict) -> str:
-    if not res:
-        return "No results yet: run `bash bench/h200_benchmark.sh dataset defaults` on the GPU machine first."
-    scale = next(iter(res.values())).get("scale", {})
-    f = figures(res)
-    L = ["## How close `fix --verify --apply` gets to the best configuration", ""]
-    if scale.get("tiny"):
-        L += ["**TINY CPU SCALE: these figures exercise the pipeline; they are not the H200's.**", ""]
-    L += [f"Scale: {scale.get('images')} train / {scale.get('val_images')} val images of {scale.get('size')} "
-          f"(synthetic JPEG), {scale.get('model')}, imgsz {scale.get('imgsz')}, epochs={scale.get('epochs')} "
-          f"close_mosaic=0 (mosaic on, no warm-up), fix --reps {scale.get('reps')}; a bounded run whose steady window "
-          "does not fit in one epoch (batch 128 with 16 workers, and fix-unsafe's trials) runs 2 epochs with "
-          f"warmup_epochs=0 val=False (its arguments say so). Report made {common.today()}. Machines:",
-          machines(res), "", "| figure | goal | measured | met | how |", "|---|---|---|---|---|"]
-    for part, x in f["fix"].items():
-        ap = x.get("applied") or {}
-        L.append(f"| {part}: applied / defaults, steady img/s | >= {x['goal']}x | {fmt(x.get('ratio'), '.2f')}x"
-                 + (f" ({x['ips'][0]:.1f} -> {x['ips'][1]:.1f})" if x.get("ips") else "")
-                 + f" | {_yn(x.get('met'), x.get('ratio_machines'))} | whole runs, "
-                 f"{x.get('ratio_machines', 'not measured')}; applied: {applied_words(ap)}"
-                 + (f"; trials ({x['trial_ratio'][0]} vs baseline, bounded): {x['trial_ratio'][1]:.2f}x"
-                    if x.get("trial_ratio") else "") + " |")
-        for key, what in (("vs_best", "best swept"), ("vs_best_safe", "best safe swept")):
-            vb = x.get(key) or {}
-            if key == "vs_best" or vb:
-                L.append(f"| {part}: plan / {what}{' (' + vb['best'] + ')' if vb.get('best') else ''} | >= "
-                         f"{GOAL_BEST:.0%} | {fmt(vb.get('ratio'), '.0%')} | "
-                         f"{_yn(vb.get('met'), vb.get('machines'))} | "
-                         f"{', '.join(w for w in (vb.get('how', 'not measured'), vb.get('machines')) if w)} |")
-        sr = x.get("sweep_ratio")
-        if sr:
-            L.append(f"| {part}: plan / defaults in the sweep, steady img/s | >= {x['goal']}x | {sr['ratio']:.2f}x "
-                     f"({sr['ips'][0]:.1f} -> {sr['ips'][1]:.1f}) | {_yn(sr['met'], sr['machines'])} | bounded, one "
-                     f"run each: {hb.plan_unit(part)} over {hb.DEFAULTS.name}, {sr['machines']} ({sr['where']}) |")
-        p = x.get("planned")
-        if p:
-            L.append(f"| {part}: time saved over {PLANNED_EPOCHS} epochs | - | {p['saved_s'] / 3600:.2f} h "
-                     f"({p['saved_s']:.0f} s) | - | defaults {p['defaults']['total_s'] / 3600:.2f} h vs plan "
-                     f"{p['plan']['total_s'] / 3600:.2f} h; one-off {p['defaults']['one_off_s']:.0f} s vs "
-                     f"{p['plan']['one_off_s']:.0f} s (setup incl. cache {p['plan']['setup_s']:.0f} s, first steps "
-                     f"incl. compile {p['plan']['excess_s']:.0f} s); epoch {p['defaults']['epoch_s']:.0f} s vs "
-                     f"{p['plan']['epoch_s']:.0f} s |")
-        tc = x.get("trial_compile")
-        if tc:
-            L.append(f"| {part}: compile cost in its trials (batch {tc['batch']}, workers {tc['workers']}, "
-                     f"{tc['mode']}) | - | first trial of "
-                     f"each compiled candidate {', '.join(f'{v:+.0f} s' for v in tc['first'])}; later trials "
-                     f"{fmt(tc['again'], '+.0f')} s (median of {tc['n_again']}) | - | setup + first step of a "
-                     f"compiled trial minus the eager trials' median at that batch and workers ({tc['eager_s']:.1f} s, "
-                     f"{tc['n_eager']} trials); one machine, interleaved |")
-        lo = x.get("loss")
-        if lo:
-            L.append(f"| {part}: loss vs defaults at {lo['opt_steps']} optimizer steps | within noise"
-                     f"{' (safe)' if part == 'fix-safe' else ''} | {lo['rel']:+.1%} ({lo['a']:.4f} -> {lo['b']:.4f}) "
-                     f"| {_yn(lo['within']) if part == 'fix-safe' else ('within' if lo['within'] else 'outside')} "
-                     f"| noise band {lo['band']:.1%} (2 s.e. {lo['two_se_rel']:.1%}, two runs of one config "
-                     f"{fmt(lo['ref_rel'], '.1%')}), mean of the last {lo['window']} optimizer steps |")
-    sp = f.get("spread")
+def _fix_rows(part: str, x: dict) -> list[str]:
+    """The goal table's rows of one fix part."""
+    L: list[str] = []
+    ap = x.get("applied") or {}
+    L.append(f"| {part}: applied / defaults, steady img/s | >= {x['goal']}x | {fmt(x.get('ratio'), '.2f')}x"
+             + (f" ({x['ips'][0]:.1f} -> {x['ips'][1]:.1f})" if x.get("ips") else "")
+             + f" | {_yn(x.get('met'), x.get('ratio_machines'))} | whole runs, "
+             f"{x.get('ratio_machines', 'not measured')}; applied: {applied_words(ap)}"
+             + (f"; trials ({x['trial_ratio'][0]} vs baseline, bounded): {x['trial_ratio'][1]:.2f}x"
+                if x.get("trial_ratio") else "") + " |")
+    for key, what in (("vs_best", "best swept"), ("vs_best_safe", "best safe swept")):
+        vb = x.get(key) or {}
+        if key == "vs_best" or vb:
+            L.append(f"| {part}: plan / {what}{' (' + vb['best'] + ')' if vb.get('best') else ''} | >= "
+                     f"{GOAL_BEST:.0%} | {fmt(vb.get('ratio'), '.0%')} | "
+                     f"{_yn(vb.get('met'), vb.get('machines'))} | "
+                     f"{', '.join(w for w in (vb.get('how', 'not measured'), vb.get('machines')) if w)} |")
+    sr = x.get("sweep_ratio")
+    if sr:
+        L.append(f"| {part}: plan / defaults in the sweep, steady img/s | >= {x['goal']}x | {sr['ratio']:.2f}x "
+                 f"({sr['ips'][0]:.1f} -> {sr['ips'][1]:.1f}) | {_yn(sr['met'], sr['machines'])} | bounded, one "
+                 f"run each: {hb.plan_unit(part)} over {hb.DEFAULTS.name}, {sr['machines']} ({sr['where']}) |")
+    p = x.get("planned")
+    if p:
+        L.append(f"| {part}: time saved over {PLANNED_EPOCHS} epochs | - | {p['saved_s'] / 3600:.2f} h "
+                 f"({p['saved_s']:.0f} s) | - | defaults {p['defaults']['total_s'] / 3600:.2f} h vs plan "
+                 f"{p['plan']['total_s'] / 3600:.2f} h; one-off {p['defaults']['one_off_s']:.0f} s vs "
+                 f"{p['plan']['one_off_s']:.0f} s (setup incl. cache {p['plan']['setup_s']:.0f} s, first steps "
+                 f"incl. compile {p['plan']['excess_s']:.0f} s); epoch {p['defaults']['epoch_s']:.0f} s vs "
+                 f"{p['plan']['epoch_s']:.0f} s |")
+    tc = x.get("trial_compile")
+    if tc:
+        L.append(f"| {part}: compile cost in its trials (batch {tc['batch']}, workers {tc['workers']}, "
+                 f"{tc['mode']}) | - | first trial of "
+                 f"each compiled candidate {', '.join(f'{v:+.0f} s' for v in tc['first'])}; later trials "
+                 f"{fmt(tc['again'], '+.0f')} s (median of {tc['n_again']}) | - | setup + first step of a "
+                 f"compiled trial minus the eager trials' median at that batch and workers ({tc['eager_s']:.1f} s, "
+                 f"{tc['n_eager']} trials); one machine, interleaved |")
+    lo = x.get("loss")
+    if lo:
+        L.append(f"| {part}: loss vs defaults at {lo['opt_steps']} optimizer steps | within noise"
+                 f"{' (safe)' if part == 'fix-safe' else ''} | {lo['rel']:+.1%} ({lo['a']:.4f} -> {lo['b']:.4f}) "
+                 f"| {_yn(lo['within']) if part == 'fix-safe' else ('within' if lo['within'] else 'outside')} "
+                 f"| noise band {lo['band']:.1%} (2 s.e. {lo['two_se_rel']:.1%}, two runs of one config "
+                 f"{fmt(lo['ref_rel'], '.1%')}), mean of the last {lo['window']} optimizer steps |")
+    return L
+
+
+def _other_rows(f: dict) -> list[str]:
+    """The goal table's rows beyond the fix parts: the spreads, compile's cost, the best swept configuration."""
+    L: list[str] = []
     for x in f.get("spreads", []):
         L.append(f"| spread of {x['config']} run twice | <= {GOAL_SPREAD:.0%} | {x['spread']:.1%} "
                  f"({x['values'][0]:.1f}, {x['values'][1]:.1f} img/s) | {_yn(x['met'])} | bounded, "
@@ -646,13 +639,25 @@ def body(res: dict) -> str:
     if f.get("best_swept"):
         L.append(f"| best swept configuration | - | {f['best_swept']['name']}: {f['best_swept']['ips']:.1f} img/s "
                  "| - | bounded profile |")
+    return L
+
+
+def _why_missed(res: dict, f: dict) -> list[str]:
+    L: list[str] = []
     for part, x in f["fix"].items():
         missed = [x.get("met"), (x.get("vs_best") or {}).get("met")] + ([x["loss"]["within"]] if part == "fix-safe"
                                                                          and x.get("loss") else [])
         if False in missed:
             L += ["", f"Why {part} missed a goal (measured):"] + [f"- {e}" for e in explain(res, part, x)]
+    sp = f.get("spread")
     if sp and not sp["met"]:
         L += ["", "Why the spread goal was missed (measured, the two runs):"] + [f"- {e}" for e in spread_why(res)]
+    return L
+
+
+def _tables(res: dict) -> list[str]:
+    """The trials, the sweep, the loader, the workers, what is missing and how to re-run it."""
+    L: list[str] = []
     for part in ("fix-safe", "fix-unsafe"):
         fx = units(res, part).get("fix")
         if fx:
@@ -669,6 +674,28 @@ def body(res: dict) -> str:
     L += ["", "### Missing", ""] + ([f"- {m}" for m in gone] or ["Nothing: every part is recorded."])
     L += ["", "### Re-running it", "", "```", hb.__doc__[hb.__doc__.index("Commands, one per part"):].strip(),
           "python bench/report_h200.py --write", "```"]
+    return L
+
+
+def body(res: dict) -> str:
+    if not res:
+        return "No results yet: run `bash bench/h200_benchmark.sh dataset defaults` on the GPU machine first."
+    scale = next(iter(res.values())).get("scale", {})
+    f = figures(res)
+    L = ["## How close `fix --verify --apply` gets to the best configuration", ""]
+    if scale.get("tiny"):
+        L += ["**TINY CPU SCALE: these figures exercise the pipeline; they are not the H200's.**", ""]
+    L += [f"Scale: {scale.get('images')} train / {scale.get('val_images')} val images of {scale.get('size')} "
+          f"(synthetic JPEG), {scale.get('model')}, imgsz {scale.get('imgsz')}, epochs={scale.get('epochs')} "
+          f"close_mosaic=0 (mosaic on, no warm-up), fix --reps {scale.get('reps')}; a bounded run whose steady window "
+          "does not fit in one epoch (batch 128 with 16 workers, and fix-unsafe's trials) runs 2 epochs with "
+          f"warmup_epochs=0 val=False (its arguments say so). Report made {common.today()}. Machines:",
+          machines(res), "", "| figure | goal | measured | met | how |", "|---|---|---|---|---|"]
+    for part, x in f["fix"].items():
+        L += _fix_rows(part, x)
+    L += _other_rows(f)
+    L += _why_missed(res, f)
+    L += _tables(res)
     return "\n".join(L)
 
 

@@ -28,7 +28,7 @@ def attach(model: Any, *, out: str | Path | None = None, steps: int | str | None
     from yolodoctor.profiling.session import Session
 
     run = make_run_dir(out)
-    spec = {"mode": "attach", "args": {}, "command": None, "steps": steps, "trace": trace,
+    spec: dict[str, Any] = {"mode": "attach", "args": {}, "command": None, "steps": steps, "trace": trace,
             "loader_capacity": loader_seconds > 0, "loader_seconds": loader_seconds}
     write_json_atomic(run / SPEC, spec)
     profile = Profile(mode="attach", steps_limit=steps if isinstance(steps, int) else None,
@@ -38,13 +38,13 @@ def attach(model: Any, *, out: str | Path | None = None, steps: int | str | None
     session = Session(run, spec)
     measure_loader = session._on_train_end
 
-    def on_end(trainer) -> None:
+    def on_end(trainer: Any) -> None:
         try:
             measure_loader(trainer)
         finally:
             session.end("complete", None)
             stop_sampler(sampler)
-            profile.host_probe["after"] = hostprobe.record()
+            profile.host_probe = {**(profile.host_probe or {}), "after": hostprobe.record()}
             finalise(run, profile, 0)
 
     session.recorder.on_end = on_end

@@ -112,7 +112,7 @@ def exit_code(findings: list[Finding], fail_on: Severity) -> int:
 
 def ranked(findings: Iterable[Finding]) -> list[Finding]:
     """Worst first; within a severity, the most time saved first, then by category and id."""
-    def key(f: Finding):
+    def key(f: Finding) -> tuple[int, float, int, str]:
         saved = f.fix.seconds_saved_per_epoch if f.fix and f.fix.seconds_saved_per_epoch else 0.0
         return (-int(f.severity), -saved, CATEGORIES.index(f.category), f.id)
 

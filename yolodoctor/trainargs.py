@@ -17,7 +17,7 @@ from yolodoctor.errors import UsageError
 DEFAULT_MODEL = "yolo11n.yaml"
 
 
-def _ultralytics_cfg():
+def _ultralytics_cfg() -> Any:
     os.environ.setdefault("YOLO_VERBOSE", "False")
     from ultralytics import cfg  # heavy: torch
 

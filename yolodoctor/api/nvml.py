@@ -45,7 +45,9 @@ class Nvml:
     def open(cls, lib: Any | None = None) -> Nvml:
         try:
             if lib is None:
-                import pynvml as lib  # nvidia-ml-py
+                import pynvml  # nvidia-ml-py
+
+                lib = pynvml
             with cls._lock:
                 lib.nvmlInit()
             return cls(lib, None)
@@ -278,9 +280,10 @@ def throttle_reason_names(lib: Any | None = None) -> dict[int, str]:
     table = dict(THROTTLE_REASONS)
     if lib is None:
         try:
-            import pynvml as lib
+            import pynvml
         except ImportError:
             return table
+        lib = pynvml
     for prefix in ("nvmlClocksThrottleReason", "nvmlClocksEventReason"):
         for attr in dir(lib):
             if not attr.startswith(prefix):

@@ -227,7 +227,7 @@ def check_names(data: dict, problems: list[YamlProblem]) -> dict[int, str] | Non
     if names is None and not has_nc:
         problems.append(YamlProblem("missing-key", "data.yaml has neither names: nor nc:", {"missing": ["names"]}))
         return None
-    nc = data.get("nc")
+    nc: Any = data.get("nc")
     if has_nc and (not isinstance(nc, int) or isinstance(nc, bool)):
         try:
             f = float(nc)  # Ultralytics accepts integer-like values: '10', 10.0

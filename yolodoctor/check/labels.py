@@ -141,7 +141,7 @@ def _open_image(f: Any, path: str) -> Any:
             raise
         _heif_tried = True
         try:
-            from pi_heif import register_heif_opener  # type: ignore[import-not-found]
+            from pi_heif import register_heif_opener
         except ImportError:
             raise UnidentifiedImageError(f"cannot identify image file {path!r} (pi-heif is not installed)") from None
         register_heif_opener()

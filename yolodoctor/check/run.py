@@ -4,9 +4,10 @@ the facts of them all (the same rule engine as `diagnose`)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yolodoctor.check.config import probe_config
 from yolodoctor.check.environment import (
@@ -19,6 +20,9 @@ from yolodoctor.check.probe import ProbeResult
 from yolodoctor.check.resources import probe_resources
 from yolodoctor.check.storage import probe_storage
 from yolodoctor.findings import Finding, Severity
+
+if TYPE_CHECKING:
+    from yolodoctor.diagnosis.rules import Compiled
 
 MODEL_TASKS = {"-seg": "segment", "-pose": "pose", "-obb": "obb", "-cls": "classify"}
 
@@ -39,7 +43,8 @@ def task_of(user: dict[str, Any]) -> str | None:
 
 
 def run_check(user: dict[str, Any], args: dict[str, Any], *, torch_flags: dict[str, Any] | None = None,
-              cold: bool = True, log=None, rules=None) -> CheckReport:
+              cold: bool = True, log: Callable[[str], None] | None = None,
+              rules: list[Compiled] | tuple[Compiled, ...] | None = None) -> CheckReport:
     """``user``: the arguments given; ``args``: effective arguments (Ultralytics defaults filled in); ``rules``: the
     compiled rules to judge the facts with (default: the built-in ones)."""
     from yolodoctor.diagnosis.engine import evaluate
@@ -48,7 +53,7 @@ def run_check(user: dict[str, Any], args: dict[str, Any], *, torch_flags: dict[s
     report = CheckReport(args=args)
     acc = ProbeResult()
 
-    def step(name: str, fn) -> Any:
+    def step(name: str, fn: Callable[[], Any]) -> Any:
         if log:
             log(f"checking {name}...")
         t = time.perf_counter()

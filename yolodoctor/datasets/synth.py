@@ -425,7 +425,7 @@ def _value_noise(
 ) -> np.ndarray:
     """Fractal value noise (h x w x channels): a coarse random grid refined octave by octave up to w x h."""
     gw, gh = 3, 3
-    field = rng.normal(0, amplitude, size=(gh, gw, channels)).astype(np.float32)
+    field: np.ndarray = rng.normal(0, amplitude, size=(gh, gw, channels)).astype(np.float32)
     for _ in range(1, octaves):
         if gw >= w and gh >= h:
             break
@@ -610,6 +610,7 @@ def _texture(rng: np.random.Generator, w: int, h: int, colour: np.ndarray, kind:
     drawn = int(rng.integers(0, len(TEXTURES)))
     kind = drawn if kind is None else kind
     angle = rng.uniform(0, np.pi)
+    t: np.ndarray
     if kind == 0:
         t = np.full((h, w), 50, np.uint8)
     elif kind == 1:  # stripes: a phase that wraps around mod 256, through a sine table

@@ -9,7 +9,7 @@ from typing import Any
 
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.engine import Outcome, evaluate
-from yolodoctor.diagnosis.rules import builtin_rules, load_rules
+from yolodoctor.diagnosis.rules import Compiled, builtin_rules, load_rules
 from yolodoctor.errors import InputError
 from yolodoctor.findings import Finding
 from yolodoctor.record import profile as record
@@ -30,7 +30,8 @@ class Diagnosis:
         return self.ending + self.findings
 
 
-def diagnose(run_dir: str | Path, rule_dirs: list[str | Path] | None = None, rules=None) -> Diagnosis:
+def diagnose(run_dir: str | Path, rule_dirs: list[str | Path] | None = None,
+             rules: list[Compiled] | tuple[Compiled, ...] | None = None) -> Diagnosis:
     run = Path(run_dir)
     prof = record.load(run)
     rules = rules if rules is not None else load_rules(rule_dirs) if rule_dirs else builtin_rules()
@@ -46,6 +47,6 @@ def diagnose(run_dir: str | Path, rule_dirs: list[str | Path] | None = None, rul
     return Diagnosis(run, prof, facts, findings, outcomes, ending_findings(prof, rules))
 
 
-def ending_findings(prof: record.Profile, rules=None) -> list[Finding]:
+def ending_findings(prof: record.Profile, rules: list[Compiled] | tuple[Compiled, ...] | None = None) -> list[Finding]:
     """How the training ended, as findings: the rules over the end.* facts (MM201, ST101, ST102)."""
     return evaluate(rules if rules is not None else builtin_rules(), facts_mod.ending(prof))[0]

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yolodoctor.diagnosis import template
 from yolodoctor.diagnosis.facts import CATALOGUE, ITEMS
 from yolodoctor.diagnosis.rules import ITEM, Compiled, CompiledEvidence, CompiledForm, FixSpec, Rule, context
 from yolodoctor.findings import Finding, Fix, Severity, ranked
+
+if TYPE_CHECKING:
+    import cel
 
 PREFIX = ITEM + "."
 
@@ -47,12 +50,12 @@ def _value(v: Any) -> Any:
     return v
 
 
-def _eval(prog, ctx) -> Any:
+def _eval(prog: cel.Program, ctx: cel.Context) -> Any:
     return prog.execute(ctx)
 
 
 def _kind(name: str, each: str | None) -> str:
-    return ITEMS[each][name[len(PREFIX):]][0] if name.startswith(PREFIX) else CATALOGUE[name][0]
+    return ITEMS[each][name[len(PREFIX):]][0] if each and name.startswith(PREFIX) else CATALOGUE[name][0]
 
 
 def _cel(kind: str, v: Any) -> Any:
@@ -73,7 +76,7 @@ class _Env:
         self.each, self.local, self.values = each, local, dict(values or {})
         self.ctx = self._context()
 
-    def _context(self):
+    def _context(self) -> cel.Context:
         flat = {n: _cel(_kind(n, self.each), v) for n, v in self.local.items()
                 if not n.startswith(PREFIX) and n not in self.values}
         ctx = context(flat)
@@ -88,7 +91,7 @@ class _Env:
         """The same evaluation, reading more facts (a case's own)."""
         return _Env(self.each, {**self.local, **{n: _lookup(n, facts, item) for n in names}}, self.values)
 
-    def set_value(self, name: str, prog) -> None:
+    def set_value(self, name: str, prog: cel.Program) -> None:
         try:
             v = _eval(prog, self.ctx)
         except Exception:  # a value that cannot be computed here (a division by zero, an index out of range) is null
@@ -114,7 +117,7 @@ def _evidence(ev: CompiledEvidence, env: _Env) -> dict[str, Any]:
         return {n: _value(env.local.get(n)) for n in ev.names}
     if ev.kind == "map":  # named terms: each shown as recorded, or as its expression gives it
         return {k: term(t) for k, t in ev.terms.items()}
-    spread = term(ev.spread)
+    spread = term(ev.spread) if ev.spread is not None else None
     return dict(spread) if isinstance(spread, dict) else {"value": spread}
 
 
@@ -131,7 +134,7 @@ def _fix(spec: FixSpec | None, exprs: dict[str, Any], env: _Env) -> Fix | None:
     def pick(section: str, raw: dict[str, Any]) -> dict[str, Any]:
         return {k: computed.get(f"{section}.{k}") if isinstance(v, str) else v for k, v in raw.items()}
 
-    def number(key: str, raw) -> float | None:
+    def number(key: str, raw: Any) -> float | None:
         v = computed.get(key) if isinstance(raw, str) else raw
         return round(float(v), 2) if isinstance(v, (int, float)) and math.isfinite(v) else None
 

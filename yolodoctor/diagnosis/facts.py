@@ -15,10 +15,10 @@ import math
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from yolodoctor.record.events import read_events
-from yolodoctor.record.profile import run_file
+from yolodoctor.record.profile import Profile, run_file
 
 # name: (type, meaning)
 CATALOGUE: dict[str, tuple[str, str]] = {
@@ -251,7 +251,7 @@ def _median(values: Iterable[Any]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def _num(v: Any) -> bool:
+def _num(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -284,7 +284,7 @@ def _put(facts: dict[str, Any], key: str, value: Any) -> None:
             facts[key] = number
 
 
-def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dict] | None = None,
+def from_profile(profile: Profile, run_dir: str | Path | None = None, *, events: list[dict] | None = None,
                  samples: list[dict] | None = None) -> dict[str, Any]:
     """Facts of a profile (a yolodoctor.record.profile.Profile); ``run_dir`` (or the streams given) adds what the event
     and sample streams say."""
@@ -317,8 +317,8 @@ def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dic
         f["settings.compile_requested"] = ("default" if c is True else "false" if c in (False, None) else str(c))
     if "cache" in st:
         f["settings.cache"] = str(st["cache"] or "none")
-    hp = [_d(_d(profile.host_probe).get(k)).get("python_ms") for k in ("before", "after")]
-    hp = [x for x in hp if _num(x) and x > 0]
+    probes = [_d(_d(profile.host_probe).get(k)).get("python_ms") for k in ("before", "after")]
+    hp = [x for x in probes if _num(x) and x > 0]
     if hp:
         f["host.python_ms"] = sum(hp) / len(hp)
     cap = profile.loader_capacity or {}
@@ -344,7 +344,7 @@ def from_profile(profile, run_dir: str | Path | None = None, *, events: list[dic
 def live(run_dir: str | Path, window_s: float = 30.0, now: float | None = None) -> dict[str, Any]:
     """Facts over the last ``window_s`` seconds of a run directory that is still being written (the monitor's
     rolling window; pair with engine.LiveEngine for hysteresis)."""
-    from yolodoctor.record.profile import EVENTS, SAMPLES, Profile
+    from yolodoctor.record.profile import EVENTS, SAMPLES
     from yolodoctor.record.summary import summarise_train
 
     run = Path(run_dir)
@@ -472,8 +472,7 @@ def _event_facts(f: dict[str, Any], events: list[dict]) -> None:
     # one span for both peaks: the steps after each epoch's first (the allocator's peaks are reset after every step,
     # so a first step's peak spans the setup, AutoBatch's probing or a failed attempt before an OOM halving)
     span = [e for e in steps if e.get("i", 1) != 0]
-    reserved = [e.get("mem_reserved_peak", e.get("mem_reserved")) for e in span]
-    reserved = [x for x in reserved if _num(x)]
+    reserved = [x for x in (e.get("mem_reserved_peak", e.get("mem_reserved")) for e in span) if _num(x)]
     if reserved:
         f["gpu.torch_reserved_max"] = float(max(reserved))
         if f.get("run.batch"):
@@ -502,7 +501,8 @@ def _event_facts(f: dict[str, Any], events: list[dict]) -> None:
 
 def _halvings(steps: list[dict]) -> int:
     """Times the batch of consecutive steps of one train() call fell to half or less (an OOM retry's halving)."""
-    n, last = 0, {}
+    n = 0
+    last: dict[Any, float] = {}  # the last batch of each train() call
     for e in steps:
         b, t = e.get("batch"), e.get("train_index", 0)
         if _num(b) and _num(last.get(t)) and b <= last[t] / 2:
@@ -549,14 +549,14 @@ def _sample_facts(f: dict[str, Any], samples: list[dict], span: tuple[float, flo
     per = [r["cpu"] / r["count"] for r in tw if _num(r.get("count")) and r["count"] and _num(r.get("cpu"))]
     _put(f, "cpu.per_worker_pct", _median(per))
     _put(f, "cpu.total_pct", _median(_d(s.get("cpu")).get("total") for s in rows))
-    totals = [_d(s.get("cpu")).get("total") for s in rows if _num(_d(s.get("cpu")).get("total"))]
+    totals = [t for t in (_d(s.get("cpu")).get("total") for s in rows) if _num(t)]
     if totals:
         f["cpu.saturated_share"] = sum(1 for t in totals if t > 90) / len(totals)
     _put(f, "cpu.iowait_pct", _median(_d(s.get("cpu")).get("iowait") for s in rows))
     rd = _median(_d(s.get("disk")).get("read_bps") for s in rows)
     if rd is not None:
         f["disk.read_mb_s"] = rd / 1e6
-    avail = [_d(s.get("mem")).get("available") for s in rows if _num(_d(s.get("mem")).get("available"))]
+    avail = [a for a in (_d(s.get("mem")).get("available") for s in rows) if _num(a)]
     if avail:
         f["mem.available_min"] = float(min(avail))
     shm = [(m["shm_total"] - m["shm_used"]) for m in (_d(s.get("mem")) for s in rows)
@@ -601,7 +601,7 @@ def from_check(check_facts: dict[str, Any]) -> dict[str, Any]:
     return f
 
 
-def ending(profile) -> dict[str, Any]:
+def ending(profile: Profile) -> dict[str, Any]:
     """How the training ended (end.*): what the profile's status and reason say, for the rules that report it. The
     values are kept as recorded (the engine reads a whole number as a double where the catalogue says so)."""
     f: dict[str, Any] = {"end.status": profile.status, "end.reason": profile.reason or None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 SHARES = ("run.data_wait_share", "run.val_share", "trace.gpu_busy_share", "trace.short_kernel_share",
           "trace.tensor_core_share")
@@ -14,7 +14,7 @@ PER_STEP = ("trace.kernels_per_step", "trace.syncs_per_step")
 SPREAD = 2.0  # per-step counts of one model at other batch sizes stay within this factor of each other
 
 
-def _num(v: Any) -> bool:
+def _num(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 

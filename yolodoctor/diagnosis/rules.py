@@ -80,12 +80,17 @@ import functools
 import importlib.resources
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+if TYPE_CHECKING:
+    import cel  # imported where a rule is compiled or run: importing yolodoctor stays cheap
 
 from yolodoctor import yamlsafe
 from yolodoctor.diagnosis import template
@@ -101,13 +106,13 @@ ALLOWED_FUNCTIONS = {
 PLACEHOLDER = {"double": 1.5, "bool": True, "string": "x", "list": ["x"], "map": {}, "any": "x"}
 
 
-def _plural(n, noun: str) -> str:
+def _plural(n: float, noun: str) -> str:
     k = int(n)
     return f"{k} {noun}" if k == 1 else f"{k} {noun}s"
 
 
 # Helpers CEL's standard library lacks; pure functions of numbers (and a noun), nothing else is callable from a rule.
-FUNCTIONS = {
+FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": lambda a, b: min(a, b),
     "max": lambda a, b: max(a, b),
     "ceil": lambda a: float(math.ceil(a)),
@@ -272,7 +277,7 @@ def nest(flat: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def context(flat: dict[str, Any]):
+def context(flat: dict[str, Any]) -> cel.Context:
     """A CEL evaluation context: the facts (nested) and the helper functions."""
     import cel
 
@@ -331,9 +336,10 @@ class _Scope:
 
     def placeholders(self) -> dict[str, Any]:
         out = {}
+        each = self.form.each  # names of items are added only under an each: (add)
         for n in self.names:
-            if n.startswith(ITEM + "."):
-                out[n] = _placeholder(ITEMS[self.form.each][n[len(ITEM) + 1:]][0], None)
+            if each and n.startswith(ITEM + "."):
+                out[n] = _placeholder(ITEMS[each][n[len(ITEM) + 1:]][0], None)
             else:
                 out[n] = _placeholder(CATALOGUE[n][0], n)
         return out
@@ -349,7 +355,7 @@ def _where(i: int, what: str) -> str:
     return what if i == 0 else f"forms[{i - 1}] {what}"
 
 
-def _compile(expr: str, rule: Rule, scope: _Scope, where: str):
+def _compile(expr: str, rule: Rule, scope: _Scope, where: str) -> cel.Program:
     import cel
 
     if not isinstance(expr, str):
@@ -373,11 +379,11 @@ def _compile(expr: str, rule: Rule, scope: _Scope, where: str):
     return prog
 
 
-def _run(prog, ctx) -> Any:
+def _run(prog: cel.Program, ctx: cel.Context) -> Any:
     return prog.execute(ctx)
 
 
-def _dry_context(scope: _Scope, rule: Rule, values: list[tuple[str, Any]]):
+def _dry_context(scope: _Scope, rule: Rule, values: list[tuple[str, Any]]) -> cel.Context:
     flat = scope.placeholders()
     ctx = context({k: v for k, v in flat.items() if not k.startswith(ITEM + ".")})
     items = {k[len(ITEM) + 1:]: v for k, v in flat.items() if k.startswith(ITEM + ".")}
@@ -392,7 +398,7 @@ def _dry_context(scope: _Scope, rule: Rule, values: list[tuple[str, Any]]):
     return ctx
 
 
-def _dry(prog, ctx, rule: Rule, where: str, want_bool: bool) -> Any:
+def _dry(prog: cel.Program, ctx: cel.Context, rule: Rule, where: str, want_bool: bool) -> Any:
     try:
         value = _run(prog, ctx)
     except Exception as e:
@@ -403,7 +409,7 @@ def _dry(prog, ctx, rule: Rule, where: str, want_bool: bool) -> Any:
     return value
 
 
-def _term(expr: Any, rule: Rule, scope: _Scope, ctx, where: str) -> tuple[str, Any]:
+def _term(expr: Any, rule: Rule, scope: _Scope, ctx: cel.Context, where: str) -> tuple[str, Any]:
     if not isinstance(expr, str):
         if expr is not None and not isinstance(expr, (bool, int, float)):
             raise RuleError(f"{rule.source}: rule {rule.id}: {where} must be a CEL expression or a plain value")
@@ -415,7 +421,7 @@ def _term(expr: Any, rule: Rule, scope: _Scope, ctx, where: str) -> tuple[str, A
     return ("cel", prog)
 
 
-def _compile_evidence(ev: Evidence, rule: Rule, scope: _Scope, ctx, where: str) -> CompiledEvidence:
+def _compile_evidence(ev: Evidence, rule: Rule, scope: _Scope, ctx: cel.Context, where: str) -> CompiledEvidence:
     if ev is None or isinstance(ev, list):
         names = ev if ev is not None else list(scope.names)
         bad = [n for n in names if n not in scope.readable]
@@ -427,7 +433,7 @@ def _compile_evidence(ev: Evidence, rule: Rule, scope: _Scope, ctx, where: str) 
     return CompiledEvidence("map", terms={str(k): _term(v, rule, scope, ctx, f"{where} {k}") for k, v in ev.items()})
 
 
-def _compile_fix(fix: FixSpec | None, rule: Rule, scope: _Scope, ctx, where: str) -> dict[str, Any]:
+def _compile_fix(fix: FixSpec | None, rule: Rule, scope: _Scope, ctx: cel.Context, where: str) -> dict[str, Any]:
     exprs: dict[str, Any] = {}
     if not fix:
         return exprs
@@ -504,7 +510,7 @@ def parse_rule_file(path: Path, text: str) -> Rule:
     return rule
 
 
-def builtin_dir():
+def builtin_dir() -> Traversable:
     """The shipped rules: the installed package yolodoctor.builtin_rules, else the source tree's rules/."""
     try:
         return importlib.resources.files("yolodoctor.builtin_rules")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 MAX_WIDTH = 80
@@ -21,7 +22,7 @@ class _Formatter(string.Formatter):
     def __init__(self, allowed: set[str] | None) -> None:
         self.allowed = allowed
 
-    def get_field(self, field_name: str, args, kwargs):
+    def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, str]:
         if self.allowed is not None and field_name not in self.allowed:
             raise TemplateError(f"template field {{{field_name}}} is not a declared fact")
         return kwargs.get(field_name), field_name
@@ -44,7 +45,8 @@ def fields(template: str) -> list[str]:
 
 def validate(template: str, allowed: set[str]) -> None:
     try:
-        nested = [spec for _, f, spec, _ in string.Formatter().parse(template) if f is not None and "{" in spec]
+        parsed = string.Formatter().parse(template)
+        nested = [spec for _, f, spec, _ in parsed if f is not None and spec and "{" in spec]
     except ValueError as e:
         raise TemplateError(f"bad template: {e}") from None
     if nested:  # str.format would fill {...} inside a format spec from other fields, recursively

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from yolodoctor.fixing.planner import Change
 
 
 def planned_images(settings: dict[str, Any]) -> float | None:
@@ -15,6 +19,8 @@ def planned_images(settings: dict[str, Any]) -> float | None:
 def seed_of(settings: dict[str, Any], args: dict[str, Any]) -> int:
     """The training's seed: as it ran, else as asked, else Ultralytics' default 0."""
     for v in (settings.get("seed"), args.get("seed")):
+        if v is None:
+            continue
         try:
             return int(v)
         except (TypeError, ValueError):
@@ -31,8 +37,8 @@ def fresh_dir(path: Path) -> Path:
     return candidate
 
 
-def relaunch(base_args: dict[str, Any], changes, run_dir: Path, log, command: list[str] | None = None
-           ) -> dict[str, Any]:
+def relaunch(base_args: dict[str, Any], changes: list[Change], run_dir: Path, log: Callable[[str], None],
+             command: list[str] | None = None) -> dict[str, Any]:
     """Relaunch the whole training with the changes, profiled; on failure, roll back to the original arguments.
     A script runs unedited: its trainers receive the changed arguments through the injected hook."""
     from yolodoctor.errors import Interrupted

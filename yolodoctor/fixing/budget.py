@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from yolodoctor.fixing.candidates import Candidate
 from yolodoctor.record import bounds
 
 SHARE = 0.25  # for a training of MIN_EPOCHS or more, verify may cost this share of what the plan can save
@@ -38,7 +39,7 @@ class Estimate:
                 "skipped": self.skipped}
 
 
-def trial_seconds(cand, summary: dict[str, Any], settings: dict[str, Any], loader_s: float = 0.0) -> float:
+def trial_seconds(cand: Candidate, summary: dict[str, Any], settings: dict[str, Any], loader_s: float = 0.0) -> float:
     """One trial of ``cand``: the profile's fixed part (less ``loader_s``, its timing of the loader alone, which trials
     skip) plus its default steps at the profile's step time."""
     ph = summary.get("phases") or {}

@@ -49,7 +49,8 @@ def candidates(plan: Plan) -> list[Candidate]:
         else:
             add(requirements(c, plan.changes), c)
     if lifted:
-        add(lifted[:-1], w)  # the reference of the stacked candidates (on the fallback, where there is one)
+        add(lifted[:-1], lifted[-1])  # (the workers) the reference of the stacked candidates (on the fallback, where
+        # there is one)
     out += [Candidate(f"{c.key}={c.after}", [c]) for c in plan.fallbacks
             if f"{c.key}={c.after}" not in {x.name for x in out}]
     # every reference exists: what a candidate requires is itself a candidate, built on what its last change requires
@@ -78,8 +79,8 @@ def _safe_part(plan: Plan, lifted: list[Change]) -> list[Change]:
             for c in plan.changes if c.changes_training}
     if not subs:
         return list(plan.changes)
-    out = [subs.get(id(c), c) if c.changes_training else c for c in plan.changes]
-    out = [c for c in out if c is not None]
+    replaced = [subs.get(id(c), c) if c.changes_training else c for c in plan.changes]
+    out = [c for c in replaced if c is not None]
     while bad := [c for c in out if any(k not in {d.key for d in out} for k in c.requires)]:
         out = [c for c in out if all(c is not b for b in bad)]
     first = [c for c in lifted if any(c is d for d in out)]

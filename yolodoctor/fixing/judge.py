@@ -73,6 +73,191 @@ def _ok(rs: list[TrialRun]) -> list[float]:
     return [r.images_per_s for r in rs if r.images_per_s and r.status == "complete"]
 
 
+@dataclass
+class _Trials:
+    """What every verdict of one set of trials reads: the runs by candidate, the baseline's, the noise and the loss
+    references."""
+
+    by: dict[str, list[TrialRun]]
+    base: list[float]  # the baseline's clean images/s
+    base_med: float | None
+    noise: Noise
+    safe_par: dict[str, dict[str, Any] | None]  # training-equivalent candidates' loss against unchanged training's
+    unchanged: list[list[tuple[int, float]]]  # the loss curves of unchanged training
+    moved: set[str]  # training-equivalent candidates whose loss broke away
+    planned_images: float | None
+
+
+@dataclass
+class _Measured:
+    """One candidate's trials as its verdict reads them."""
+
+    c: Candidate
+    rs: list[TrialRun]
+    ok: list[float]  # clean images/s of its repeats
+    med: float | None
+    ref_vals: list[float]  # its reference's
+    limit: float  # the noise threshold over its reference
+    base_limit: float  # ... and over the baseline
+    gain: float | None  # over its reference
+    alters: bool  # an unsafe change: faster is not enough
+    par: dict[str, Any] | None  # its loss parity
+    need: float  # the share of pairs of repeats it must win
+    cost: tuple[float, float, float] | None  # _wall's estimate over the planned training
+
+
+@dataclass
+class _Outcome:
+    why: str
+    keep: bool = False
+    held: bool = False  # undecided: more repeats could decide
+    versus: str | None = None  # what it is undecided against, where not its reference
+    rejected: bool = False
+
+
+def _measure(c: Candidate, t: _Trials) -> _Measured:
+    rs = t.by[c.name]
+    ok = _ok(rs)
+    med = statistics.median(ok) if ok else None
+    ref_vals = t.base if c.against == "baseline" else _ok(t.by.get(c.against, []))
+    ref = statistics.median(ref_vals) if ref_vals else None
+    alters = any(x.changes_training for x in c.changes)
+    par = parity(t.unchanged, _curves(rs)) if alters else t.safe_par.get(c.name)  # as loss_settled reads them
+    return _Measured(c, rs, ok, med, ref_vals, t.noise.threshold(ok, ref_vals), t.noise.threshold(ok, t.base),
+                     med / ref - 1 if med and ref else None, alters, par, _need(ok, ref_vals),
+                     _wall(t.by, c, t.planned_images))
+
+
+def _reference_trouble(c: Candidate, t: _Trials) -> str | None:
+    """Why the candidate's reference (other than the baseline) did not run cleanly, if it did not."""
+    ref_rs = t.by.get(c.against, []) if c.against != "baseline" else []
+    return next((f"trial failed: {r.reason}" if r.status != "complete" else
+                 f"what ran is not what was asked: {r.mismatch[0]}" for r in ref_rs
+                 if r.status != "complete" or r.mismatch), None)
+
+
+def _loss_broke(m: _Measured) -> _Outcome | None:
+    """Rejected where its loss fails: loss parity for a change to training, breakage for one meant to keep it."""
+    par, alters = m.par, m.alters
+    if par is None or (par["within"] if alters else not par.get("broken")):
+        return None
+    c = m.c
+    over = "" if c.against == "baseline" else f" over {c.against}"
+    what = ("it changes training and its loss is {:+.1%} against unchanged training's" if alters else
+            "its loss is {:+.1%} against unchanged training's").format(par["rel"])
+    band = f"band {par['band']:.1%}" if alters else f"{BROKEN:.0f} x the band {par['band']:.1%}"
+    why = f"{m.gain:+.1%}{over}, but {what} after {par['images']} images ({_steps(par)}; {band})"
+    if not alters:
+        why += ": a change meant to keep training broke it"
+    return _Outcome(why, rejected=True)
+
+
+def _not_judged(m: _Measured, t: _Trials) -> _Outcome | None:
+    """Why the candidate's speed cannot make it kept, whatever it is: its trials or its reference's did not run
+    cleanly, nothing was measured, the window was too short, or its loss fails (no repeat makes it learn)."""
+    c, rs = m.c, m.rs
+    failed = [r for r in rs if r.status != "complete"]
+    mism = sorted({x for r in rs for x in r.mismatch})
+    ref_bad = _reference_trouble(c, t)
+    if failed:
+        return _Outcome(f"trial failed: {failed[0].reason}", rejected=True)
+    if mism:
+        return _Outcome(f"what ran is not what was asked: {mism[0]}", rejected=True)
+    if ref_bad:  # what it is measured over (and would bring in) did not run cleanly
+        return _Outcome(f"its reference {c.against} did not run cleanly ({ref_bad})")
+    if c.against in t.moved:  # ... or broke the loss: keeping this would bring that change in
+        return _Outcome(f"its reference {c.against} was rejected: its loss broke away from unchanged training's")
+    if m.gain is None:
+        return _Outcome("no throughput measured")
+    if short := next((r for r in rs if r.window_valid is False), None):
+        return _Outcome(f"window too short to conclude: {short.window_why or 'no steady window'}", rejected=True)
+    return _loss_broke(m)
+
+
+def _held_back(m: _Measured, t: _Trials) -> _Outcome | None:
+    """Why a candidate faster than its reference beyond the noise is still not kept: not beyond it over the
+    baseline, not in enough pairs of repeats, a loss that cannot be judged, or a one-off cost the planned training
+    does not earn back."""
+    c, gain, par, cost, ok, ref_vals = m.c, m.gain, m.par, m.cost, m.ok, m.ref_vals
+    assert gain is not None and m.med is not None  # _not_judged turned the rest away
+    if c.against != "baseline" and t.base_med and m.med / t.base_med - 1 <= m.base_limit:
+        over_base = m.med / t.base_med - 1
+        return _Outcome(f"{gain:+.1%} over {c.against}, but only {over_base:+.1%} over the baseline "
+                        f"(threshold {m.base_limit:.1%})",
+                        held=over_base > MIN_GAIN, versus="baseline")  # undecided against the baseline: run it
+    if len(ref_vals) >= 2 and pairs_won(ok, ref_vals) < m.need:
+        return _Outcome((f"{gain:+.1%} median, but its slowest repeat ({min(ok):.1f}) does not beat the fastest of "
+                         f"{c.against} ({max(ref_vals):.1f})") if m.need == 1.0 else
+                        (f"{gain:+.1%} median, but it is faster than {c.against} in only "
+                         f"{pairs_won(ok, ref_vals):.0%} of the pairs of repeats (needs {m.need:.0%})"), held=True)
+    if m.alters and par is None:
+        return _Outcome(f"{gain:+.1%}, but it changes training and its loss could not be compared with "
+                        "unchanged training's (too few optimizer steps after the same images)", rejected=True)
+    if m.alters and par is not None and par["band_from"] != "runs":
+        return _Outcome(f"{gain:+.1%}, but it changes training and only one run of unchanged training "
+                        f"reaches its {par['images']} images: how much another seed moves the loss is not "
+                        "measured (the curve's own scatter understates it), so its loss cannot be judged; "
+                        "--reps 2 or more runs the baseline with another seed", rejected=True)
+    if cost and cost[1] <= 0:
+        return _Outcome(f"{gain:+.1%} in steady state, but over the planned training ({t.planned_images:.0f} "
+                        f"images) its one-off {cost[2]:.0f} s costs more than it saves: about {cost[0]:.0f} s "
+                        f"against {cost[0] + cost[1]:.0f} s")
+    return None
+
+
+def _kept(m: _Measured, t: _Trials) -> _Outcome:
+    c, gain, par, cost = m.c, m.gain, m.par, m.cost
+    over = "" if c.against == "baseline" else f" over {c.against}"
+    why = f"{gain:+.1%}{over} beats the noise threshold {m.limit:.1%}"
+    if cost:
+        why += (f"; saves about {cost[1]:.0f} s over the planned training ({t.planned_images:.0f} images), "
+                f"one-off {cost[2]:.0f} s included")
+    if par is not None and m.alters:
+        why += (f"; loss {par['rel']:+.1%} against unchanged training's after {par['images']} images "
+                f"({_steps(par)}), within {par['band']:.1%}")
+    return _Outcome(why, keep=True)
+
+
+def _outcome(m: _Measured, t: _Trials) -> _Outcome:
+    out = _not_judged(m, t)
+    if out is not None:
+        return out
+    assert m.gain is not None  # _not_judged turned away a candidate with no throughput
+    if m.gain <= m.limit:
+        return _Outcome(f"{m.gain:+.1%} is within the noise threshold {m.limit:.1%}", held=m.gain > MIN_GAIN)
+    return _held_back(m, t) or _kept(m, t)
+
+
+def _verdict(c: Candidate, t: _Trials) -> Verdict:
+    m = _measure(c, t)
+    out = _outcome(m, t)
+    why, par = out.why, m.par
+    if par is not None and not m.alters and par.get("moved") and not out.rejected:
+        why += f"; its loss moved {par['rel']:+.1%} (band {par['band']:.1%}), as expected: {moved_cause(c)}"
+    return Verdict(c.name, m.med, len(m.rs), m.gain, out.keep, why, par, inconclusive=out.held, versus=out.versus,
+                   rejected=out.rejected,
+                   to_decide=_to_decide(t.noise, out.held, m.ok, t.base if out.versus == "baseline" else m.ref_vals),
+                   planned_s=m.cost[0] if m.cost else None, saved_s=m.cost[1] if m.cost else None)
+
+
+def _merge_kept(cands: list[Candidate], verdicts: list[Verdict]) -> list[Change]:
+    """The kept changes: kept candidates merged fastest first, each whole or not at all - one that sets a key to
+    another value than a faster one did is left out with everything it brings (a change comes with the requirements
+    it ran with: no batch=32 under a compile that was measured at batch 128); not the whole sets here (the plan and
+    its safe part come in measured together; an unsafe change and its safe fallback may both pass: the faster holds
+    the key)."""
+    chosen: dict[tuple[str, str], Change] = {}
+    ranked = sorted(((v, c) for c, v in zip(cands[1:], verdicts[1:], strict=False) if v.kept and not c.whole),
+                    key=lambda vc: -(vc[0].median or 0.0))
+    for _, c in ranked:
+        if all(chosen.get((x.kind, x.key), x) is x for x in c.changes):
+            chosen.update({(x.kind, x.key): x for x in c.changes})
+    kept: list[Change] = []
+    for c in cands:  # in candidate order
+        kept.extend(x for x in c.changes if chosen.get((x.kind, x.key)) is x and all(x is not y for y in kept))
+    return kept
+
+
 def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | None = None
           ) -> tuple[list[Verdict], float | None, list[Change], Noise]:
     """The verdicts, the baseline's spread, the kept changes and the noise. ``planned_images``: the images the user's
@@ -84,105 +269,16 @@ def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | 
     spread = (max(base) - min(base)) / base_med if len(base) >= 2 and base_med else None
     noise = Noise.of([_ok(rs) for rs in by.values() if not any(r.mismatch for r in rs)])
     safe_par, unchanged = _loss_references(by, cands)
-    moved = _moved(safe_par)
-    verdicts, kept = [], []
+    t = _Trials(by, base, base_med, noise, safe_par, unchanged, _moved(safe_par), planned_images)
+    verdicts = []
     for c in cands:
-        rs = by[c.name]
-        ok = _ok(rs)
-        med = statistics.median(ok) if ok else None
-        ref_vals = base if c.against == "baseline" else _ok(by.get(c.against, []))
-        ref = statistics.median(ref_vals) if ref_vals else None
-        limit, base_limit = noise.threshold(ok, ref_vals), noise.threshold(ok, base)
-        gain = med / ref - 1 if med and ref else None
         if c.name == "baseline":
-            verdicts.append(Verdict(c.name, med, len(rs), 0.0 if med else None, False,
+            med = statistics.median(base) if base else None
+            verdicts.append(Verdict(c.name, med, len(by[c.name]), 0.0 if med else None, False,
                                     f"spread of repeats {spread:.1%}" if spread is not None else "one repeat"))
-            continue
-        failed = [r for r in rs if r.status != "complete"]
-        mism = sorted({m for r in rs for m in r.mismatch})
-        ref_rs = by.get(c.against, []) if c.against != "baseline" else []
-        ref_bad = next((f"trial failed: {r.reason}" if r.status != "complete" else
-                        f"what ran is not what was asked: {r.mismatch[0]}" for r in ref_rs
-                        if r.status != "complete" or r.mismatch), None)
-        alters = any(x.changes_training for x in c.changes)  # an unsafe change: faster is not enough
-        par = parity(unchanged, _curves(rs)) if alters else safe_par.get(c.name)  # as loss_settled reads them
-        need = _need(ok, ref_vals)
-        cost = _wall(by, c, planned_images)
-        held, versus, rejected = False, None, False
-        if failed:
-            why, keep, rejected = f"trial failed: {failed[0].reason}", False, True
-        elif mism:
-            why, keep, rejected = f"what ran is not what was asked: {mism[0]}", False, True
-        elif ref_bad:  # what it is measured over (and would bring in) did not run cleanly
-            why, keep = f"its reference {c.against} did not run cleanly ({ref_bad})", False
-        elif c.against in moved:  # ... or broke the loss: keeping this would bring that change in
-            why, keep = f"its reference {c.against} was rejected: its loss broke away from unchanged training's", False
-        elif gain is None:
-            why, keep = "no throughput measured", False
-        elif short := next((r for r in rs if r.window_valid is False), None):
-            why, keep, rejected = f"window too short to conclude: {short.window_why or 'no steady window'}", False, True
-        elif par is not None and (not par["within"] if alters else par.get("broken")):  # no repeat makes it learn
-            over = "" if c.against == "baseline" else f" over {c.against}"
-            what = ("it changes training and its loss is {:+.1%} against unchanged training's" if alters else
-                    "its loss is {:+.1%} against unchanged training's").format(par["rel"])
-            band = f"band {par['band']:.1%}" if alters else f"{BROKEN:.0f} x the band {par['band']:.1%}"
-            why, keep, rejected = (f"{gain:+.1%}{over}, but {what} after {par['images']} images ({_steps(par)}; "
-                                   f"{band})"), False, True
-            if not alters:
-                why += ": a change meant to keep training broke it"
-        elif gain > limit and c.against != "baseline" and base_med and med / base_med - 1 <= base_limit:
-            why, keep = (f"{gain:+.1%} over {c.against}, but only {med / base_med - 1:+.1%} over the baseline "
-                         f"(threshold {base_limit:.1%})"), False
-            held, versus = med / base_med - 1 > MIN_GAIN, "baseline"  # undecided against the baseline: run it
-        elif gain > limit and len(ref_vals) >= 2 and pairs_won(ok, ref_vals) < need:
-            why, keep = ((f"{gain:+.1%} median, but its slowest repeat ({min(ok):.1f}) does not beat the fastest of "
-                          f"{c.against} ({max(ref_vals):.1f})") if need == 1.0 else
-                         (f"{gain:+.1%} median, but it is faster than {c.against} in only "
-                          f"{pairs_won(ok, ref_vals):.0%} of the pairs of repeats (needs {need:.0%})")), False
-            held = True
-        elif gain > limit and alters and par is None:
-            why, keep, rejected = (f"{gain:+.1%}, but it changes training and its loss could not be compared with "
-                                   "unchanged training's (too few optimizer steps after the same images)"), False, True
-        elif gain > limit and alters and par["band_from"] != "runs":
-            why, keep, rejected = (f"{gain:+.1%}, but it changes training and only one run of unchanged training "
-                                   f"reaches its {par['images']} images: how much another seed moves the loss is not "
-                                   "measured (the curve's own scatter understates it), so its loss cannot be judged; "
-                                   "--reps 2 or more runs the baseline with another seed"), False, True
-        elif gain > limit and cost and cost[1] <= 0:
-            why, keep = (f"{gain:+.1%} in steady state, but over the planned training ({planned_images:.0f} images) its "
-                         f"one-off {cost[2]:.0f} s costs more than it saves: about {cost[0]:.0f} s against "
-                         f"{cost[0] + cost[1]:.0f} s"), False
-        elif gain > limit:
-            over = "" if c.against == "baseline" else f" over {c.against}"
-            why, keep = f"{gain:+.1%}{over} beats the noise threshold {limit:.1%}", True
-            if cost:
-                why += (f"; saves about {cost[1]:.0f} s over the planned training ({planned_images:.0f} images), "
-                        f"one-off {cost[2]:.0f} s included")
-            if par is not None and alters:
-                why += (f"; loss {par['rel']:+.1%} against unchanged training's after {par['images']} images "
-                        f"({_steps(par)}), within {par['band']:.1%}")
         else:
-            why, keep = f"{gain:+.1%} is within the noise threshold {limit:.1%}", False
-            held = gain > MIN_GAIN
-        if par is not None and not alters and par.get("moved") and not rejected:
-            why += f"; its loss moved {par['rel']:+.1%} (band {par['band']:.1%}), as expected: {moved_cause(c)}"
-        verdicts.append(Verdict(c.name, med, len(rs), gain, keep, why, par, inconclusive=held, versus=versus,
-                                rejected=rejected,
-                                to_decide=_to_decide(noise, held, ok, base if versus == "baseline" else ref_vals),
-                                planned_s=cost[0] if cost else None, saved_s=cost[1] if cost else None))
-    # the kept changes: kept candidates merged fastest first, each whole or not at all - one that sets a key to
-    # another value than a faster one did is left out with everything it brings (a change comes with the
-    # requirements it ran with: no batch=32 under a compile that was measured at batch 128); not the whole sets here
-    # (the plan and its safe part come in measured together; an unsafe change and its safe fallback may both pass:
-    # the faster holds the key)
-    chosen: dict[tuple[str, str], Change] = {}
-    ranked = sorted(((v, c) for c, v in zip(cands[1:], verdicts[1:], strict=False) if v.kept and not c.whole),
-                    key=lambda vc: -vc[0].median)
-    for _, c in ranked:
-        if all(chosen.get((x.kind, x.key), x) is x for x in c.changes):
-            chosen.update({(x.kind, x.key): x for x in c.changes})
-    for c in cands:  # in candidate order
-        kept.extend(x for x in c.changes if chosen.get((x.kind, x.key)) is x and all(x is not y for y in kept))
+            verdicts.append(_verdict(c, t))
+    kept = _merge_kept(cands, verdicts)
     whole = _measured_together(by, cands, verdicts, kept, noise)
     for c, v in zip(cands[1:], verdicts[1:], strict=False):  # a whole set is kept only where it is what gets applied
         if c.whole and c is not whole and v.kept:
@@ -210,8 +306,9 @@ def _wall(by: dict[str, list[TrialRun]], c: Candidate, planned_images: float | N
         ok = [r for r in rs if r.status == "complete" and r.images_per_s and r.one_off_s is not None]
         if not ok:
             return None
-        one_off = statistics.median(r.one_off_s for r in ok)
-        return one_off + planned_images / statistics.median(r.images_per_s for r in ok), one_off
+        one_off = statistics.median([r.one_off_s for r in ok if r.one_off_s is not None])
+        rate = statistics.median([r.images_per_s for r in ok if r.images_per_s])
+        return one_off + planned_images / rate, one_off
 
     mine, ref = estimate(by.get(c.name, [])), estimate(by.get(c.against, []))
     if mine is None or ref is None:
@@ -312,7 +409,9 @@ def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], ve
     the noise is marked undecided against it (its verdict says so), for more repeats. None where no candidate holds
     exactly the kept changes (merged from several candidates): there is nothing measured to compare with."""
     ref = next((c for c in cands if same_changes(c.changes, kept)), None)
-    ref_vals = _ok(by[ref.name]) if ref else []
+    if ref is None:
+        return None
+    ref_vals = _ok(by[ref.name])
     if not ref_vals:
         return None
     # a change whose own candidate was rejected - a failed or mismatched trial, no window (the change it tries, its
@@ -323,10 +422,13 @@ def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], ve
         alters = [x for x in c.changes if x.changes_training]
         return alters if clean and alters else [c.changes[-1]]
 
-    rejected = [x for c, v in zip(cands[1:], verdicts[1:], strict=False) if v.rejected and not c.whole for x in blamed(c)]
-    ref_med, best, best_med = statistics.median(ref_vals), None, 0.0
+    rejected = [x for c, v in zip(cands[1:], verdicts[1:], strict=False)
+                if v.rejected and not c.whole for x in blamed(c)]
+    ref_med = statistics.median(ref_vals)
+    best: Candidate | None = None
+    best_med = 0.0
     for c, v in zip(cands[1:], verdicts[1:], strict=False):
-        if not v.kept or c is ref or not all(any(x is y for y in c.changes) for x in kept):
+        if not v.kept or v.median is None or c is ref or not all(any(x is y for y in c.changes) for x in kept):
             continue
         bad = [x for x in c.changes if any(x is y for y in rejected) and all(x is not y for y in kept)]
         if bad:

@@ -249,7 +249,7 @@ def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -
         return
     cap, now = facts.get("loader.capacity_images_per_s"), facts.get("settings.workers")
     epoch_s, images = facts.get("run.epoch_s"), facts.get("run.images_per_epoch")
-    driver = max((c for c in p.changes if c.seconds_saved_per_epoch), key=lambda c: c.seconds_saved_per_epoch,
+    driver = max((c for c in p.changes if c.seconds_saved_per_epoch), key=lambda c: c.seconds_saved_per_epoch or 0.0,
                  default=None)
     if not (cap and now and epoch_s and images and driver) or driver.key == "workers" \
             or any(c.kind == "args" and c.key == "workers" for c in p.changes):
@@ -341,41 +341,72 @@ def _add_note(c: Change, text: str) -> None:
     c.note = f"{c.note}; {text}" if c.note else text
 
 
+def _refuse_workers(c: Change, facts: dict[str, Any], proposals: dict) -> str | None:
+    cores = facts.get("cpu.usable") or facts.get("cpu.count")
+    if cores and c.after > cores - 1:
+        return f"{c.after} workers exceed the {cores:.0f} cores minus one"
+    batch = proposals[("args", "batch")].after if ("args", "batch") in proposals else facts.get("run.batch")
+    if not _queue_fits(c.after, batch, facts):
+        return "the prefetch queue would not fit /dev/shm"
+    return None
+
+
+def _refuse_batch(c: Change, facts: dict[str, Any], allow_unsafe: bool) -> str | None:
+    nbs = facts.get("settings.nbs") or 64
+    if c.after > nbs and not allow_unsafe:
+        return f"batch above nbs={nbs:.0f} changes the effective batch (unsafe)"
+    device = facts.get("run.device")
+    frac, now = facts.get("gpu.mem_fraction_peak"), facts.get("run.batch")
+    if device == "cuda" and frac and now and frac * c.after / now > MEMORY_CEILING:
+        return (f"peak memory {frac:.0%} at batch {now:.0f} scales to {frac * c.after / now:.0%} at "
+                f"{c.after}, above {MEMORY_CEILING:.0%}")
+    if device == "cuda" and not frac:
+        return "GPU memory per image was not measured"
+    return None
+
+
+def _refuse_cache(c: Change, facts: dict[str, Any]) -> str | None:
+    if c.after not in ("ram", True):
+        return None
+    fits = facts.get("check.cache_ram_fits")
+    if fits is None:
+        return "RAM for the cache was not measured (run yolodoctor check with the same data=)"
+    if not fits:
+        return "the cache does not fit in RAM"
+    return None
+
+
+def _refuse_compile(c: Change, facts: dict[str, Any]) -> str | None:
+    if not c.after:
+        return None
+    if facts.get("run.device") != "cuda":
+        return "compile pays off only on CUDA"
+    epochs, gain = facts.get("run.epochs"), c.seconds_saved_per_epoch
+    if gain is not None and epochs and c.one_off_seconds and gain * epochs < c.one_off_seconds:
+        return f"{gain:.1f} s/epoch x {epochs:.0f} epochs does not repay {c.one_off_seconds:.0f} s of compilation"
+    return None
+
+
+def _refuse_arg(c: Change, facts: dict[str, Any], allow_unsafe: bool, proposals: dict) -> str | None:
+    """Why this machine or this run rules out a train argument's change, if it does."""
+    if c.key == "workers":
+        return _refuse_workers(c, facts, proposals)
+    if c.key == "batch":
+        return _refuse_batch(c, facts, allow_unsafe)
+    if c.key == "cache":
+        return _refuse_cache(c, facts)
+    if c.key == "amp" and c.after == "bf16" and (facts.get("gpu.cc_major") or 0) < 8:
+        return "bf16 needs compute capability 8.0 or newer"
+    if c.key == "compile":
+        return _refuse_compile(c, facts)
+    return None
+
+
 def _refuse(c: Change, facts: dict[str, Any], settings: dict[str, Any], allow_unsafe: bool,
             proposals: dict) -> str | None:
-    device = facts.get("run.device")
-    if c.kind == "args" and c.key == "workers":
-        cores = facts.get("cpu.usable") or facts.get("cpu.count")
-        if cores and c.after > cores - 1:
-            return f"{c.after} workers exceed the {cores:.0f} cores minus one"
-        batch = (proposals.get(("args", "batch")).after if ("args", "batch") in proposals
-                 else facts.get("run.batch"))
-        if not _queue_fits(c.after, batch, facts):
-            return "the prefetch queue would not fit /dev/shm"
-    if c.kind == "args" and c.key == "batch":
-        nbs = facts.get("settings.nbs") or 64
-        if c.after > nbs and not allow_unsafe:
-            return f"batch above nbs={nbs:.0f} changes the effective batch (unsafe)"
-        frac, now = facts.get("gpu.mem_fraction_peak"), facts.get("run.batch")
-        if device == "cuda" and frac and now and frac * c.after / now > MEMORY_CEILING:
-            return (f"peak memory {frac:.0%} at batch {now:.0f} scales to {frac * c.after / now:.0%} at "
-                    f"{c.after}, above {MEMORY_CEILING:.0%}")
-        if device == "cuda" and not frac:
-            return "GPU memory per image was not measured"
-    if c.kind == "args" and c.key == "cache" and c.after in ("ram", True):
-        fits = facts.get("check.cache_ram_fits")
-        if fits is None:
-            return "RAM for the cache was not measured (run yolodoctor check with the same data=)"
-        if not fits:
-            return "the cache does not fit in RAM"
-    if c.kind == "args" and c.key == "amp" and c.after == "bf16" and (facts.get("gpu.cc_major") or 0) < 8:
-        return "bf16 needs compute capability 8.0 or newer"
-    if c.kind == "args" and c.key == "compile" and c.after:
-        if device != "cuda":
-            return "compile pays off only on CUDA"
-        epochs, gain = facts.get("run.epochs"), c.seconds_saved_per_epoch
-        if gain is not None and epochs and c.one_off_seconds and gain * epochs < c.one_off_seconds:
-            return f"{gain:.1f} s/epoch x {epochs:.0f} epochs does not repay {c.one_off_seconds:.0f} s of compilation"
+    why = _refuse_arg(c, facts, allow_unsafe, proposals) if c.kind == "args" else None
+    if why is not None:
+        return why
     if c.safety == "unsafe" and not allow_unsafe:
         return "unsafe (changes training or needs a trial): only with --allow-unsafe"
     return None

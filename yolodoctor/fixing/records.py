@@ -30,7 +30,8 @@ class TrialRun:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrialRun:
         """A run as TrialReport.to_dict recorded it (no loss curve), for a replay of recorded trials."""
-        return cls(**{**{f.name: d.get(f.name) for f in fields(cls)}, "mismatch": d.get("mismatch") or []})
+        kwargs: dict[str, Any] = {f.name: d.get(f.name) for f in fields(cls)}
+        return cls(**{**kwargs, "mismatch": d.get("mismatch") or []})
 
 
 @dataclass

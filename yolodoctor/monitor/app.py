@@ -5,7 +5,7 @@ panels. When the run ends the worker stops and the final state stays on screen w
 from __future__ import annotations
 
 import threading
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.markup import escape
 from textual import work
@@ -25,8 +25,12 @@ from yolodoctor.monitor.panels import (
     FindingsPanel,
     GpuPanel,
     InfoPanel,
+    Panel,
     TrainingPanel,
 )
+
+if TYPE_CHECKING:
+    from yolodoctor.monitor.source import Source
 
 PANELS = ("gpu", "training", "cpu", "disk", "findings", "info")
 
@@ -80,7 +84,7 @@ class MonitorApp(App):
         Binding("r", "toggle('info')", "Run"),
     ]
 
-    def __init__(self, source, *, refresh: float = 1.0) -> None:
+    def __init__(self, source: Source, *, refresh: float = 1.0) -> None:
         super().__init__()
         self.source = source
         self.refresh_s = refresh
@@ -136,7 +140,7 @@ class MonitorApp(App):
         self.snapshot = snap = message.snapshot
         try:
             for pid in PANELS:
-                panel = self.query_one(f"#{pid}")
+                panel = self.query_one(f"#{pid}", Panel)
                 if panel.display:  # a hidden panel catches up when shown again
                     panel.show(snap)
             self._status()
@@ -170,8 +174,8 @@ class MonitorApp(App):
         self._wake.set()
         self._status()
 
-    def action_toggle(self, panel: str) -> None:
-        widget = self.query_one(f"#{panel}")
+    async def action_toggle(self, panel: str) -> None:  # a panel's key: hide it, or show it again
+        widget = self.query_one(f"#{panel}", Panel)
         widget.display = not widget.display
         if widget.display and self.snapshot is not None:
             widget.show(self.snapshot)

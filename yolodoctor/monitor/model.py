@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.engine import LiveEngine
+from yolodoctor.diagnosis.rules import Compiled
 from yolodoctor.findings import Finding, ranked
 from yolodoctor.record.profile import Profile
 from yolodoctor.record.summary import summarise_train
@@ -69,7 +71,7 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _mean(values) -> float | None:
+def _mean(values: Iterable[Any]) -> float | None:
     vals = [x for x in (_num(v) for v in values) if x is not None]
     return statistics.fmean(vals) if vals else None
 
@@ -85,7 +87,8 @@ def _get(rec: dict | None, *path: str) -> Any:
 class LiveState:
     """Feed it records (any order within a poll is fine, streams are in time order); read a Snapshot."""
 
-    def __init__(self, rules, *, window_s: float = 30.0, on: int = 3, off: int = 5, label: str = "") -> None:
+    def __init__(self, rules: list[Compiled], *, window_s: float = 30.0, on: int = 3, off: int = 5,
+                 label: str = "") -> None:
         self.engine = LiveEngine(rules, on=on, off=off)
         self.window_s = window_s
         self.label = label

@@ -17,6 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Digits, Markdown, ProgressBar, Sparkline, Static
 
+from yolodoctor.diagnosis.rules import Rule
 from yolodoctor.findings import Finding
 from yolodoctor.monitor.model import Snapshot, _get, _num
 
@@ -97,7 +98,10 @@ class Panel(Vertical):
         if self._texts.get(selector) != text:
             self._texts[selector] = text
             widget = self.query_one(selector)
-            set_text(widget, text) if widget.has_class("line") else widget.update(text)
+            if isinstance(widget, Static) and widget.has_class("line"):
+                set_text(widget, text)
+            elif isinstance(widget, (Static, Digits)):
+                widget.update(text)
 
 
 class GpuPanel(Panel):
@@ -165,7 +169,7 @@ class TrainingPanel(Panel):
         self.put("#train-loss", f"loss {num(loss, '.4g') if isinstance(loss, (int, float)) else loss or NA}")
         bar = self.query_one(ProgressBar)
         bar.display = bool(nb and i is not None)  # never indeterminate: that one animates (and costs CPU)
-        if bar.display:
+        if nb and i is not None:
             bar.update(total=nb, progress=i + 1)
 
 
@@ -226,7 +230,7 @@ class FindingsPanel(Panel):
     TITLE = "Findings"
 
     def compose(self) -> ComposeResult:
-        table = DataTable(cursor_type="row", zebra_stripes=True, id="findings-table")
+        table: DataTable[str | Text] = DataTable(cursor_type="row", zebra_stripes=True, id="findings-table")
         table.add_columns("severity", "id", "name", "message")
         yield table
 
@@ -286,7 +290,7 @@ class FindingScreen(ModalScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = [("escape", "dismiss", "Close"), ("q", "dismiss", "Close")]
 
-    def __init__(self, finding: Finding, rule=None) -> None:
+    def __init__(self, finding: Finding, rule: Rule | None = None) -> None:
         super().__init__()
         self.finding = finding
         self.rule = rule
@@ -296,7 +300,7 @@ class FindingScreen(ModalScreen):
             yield Markdown(finding_markdown(self.finding, self.rule))
 
 
-def finding_markdown(f: Finding, rule=None) -> str:
+def finding_markdown(f: Finding, rule: Rule | None = None) -> str:
     from yolodoctor.diagnosis.facts import CATALOGUE
 
     md = [f"# {f.id} {f.name}", f"*{f.category} · {f.severity.name}*", "", f.message, "", "## Evidence", "",

@@ -15,7 +15,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from yolodoctor.diagnosis.diagnose import diagnose
 from yolodoctor.errors import InputError
@@ -27,6 +27,18 @@ from yolodoctor.record.events import read_events
 from yolodoctor.record.profile import EVENTS, PROFILE, SAMPLES, SPEC
 from yolodoctor.record.rundir import open_regular
 
+if TYPE_CHECKING:
+    from yolodoctor.api.nvml import Nvml
+    from yolodoctor.diagnosis.rules import Compiled
+    from yolodoctor.findings import Finding
+    from yolodoctor.monitor.launch import Launch
+
+
+class Source(Protocol):
+    """What the monitor polls: a snapshot of the run (None: nothing new, or it is over)."""
+
+    def poll(self) -> Snapshot | None: ...
+
 
 class Tail:
     """The records appended to a JSONL file since the last read; a line still being written waits for its newline.
@@ -34,7 +46,7 @@ class Tail:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._fh = None
+        self._fh: IO[Any] | None = None
         self._rest = b""
         self._gz_read = False
 
@@ -67,7 +79,7 @@ class Tail:
             self._fh.close()
 
 
-def _rules(rules):
+def _rules(rules: list[Compiled] | None) -> list[Compiled]:
     if rules is not None:
         return rules
     from yolodoctor.diagnosis.rules import load_rules
@@ -83,7 +95,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
-def final_diagnosis(run_dir: Path, rules) -> tuple[Ending, list | None] | None:
+def final_diagnosis(run_dir: Path, rules: list[Compiled]) -> tuple[Ending, list[Finding] | None] | None:
     """How a finished run ended and its findings (the same as `yolodoctor profile` prints), or None while
     profile.json says it is still running (or cannot be read)."""
     try:
@@ -101,8 +113,8 @@ def final_diagnosis(run_dir: Path, rules) -> tuple[Ending, list | None] | None:
 
 
 class RunDirSource:
-    def __init__(self, run_dir: str | Path, *, rules=None, window_s: float = 30.0, label: str | None = None,
-                 launch=None) -> None:
+    def __init__(self, run_dir: str | Path, *, rules: list[Compiled] | None = None, window_s: float = 30.0,
+                 label: str | None = None, launch: Launch | None = None) -> None:
         self.run = Path(run_dir)
         self.rules = _rules(rules)
         self.state = LiveState(self.rules, window_s=window_s, label=label or str(run_dir))
@@ -126,18 +138,19 @@ class RunDirSource:
         changed, self._profile_key = key != self._profile_key, key
         return changed
 
-    def _ended(self) -> tuple[Ending, list | None] | None:
+    def _ended(self) -> tuple[Ending, list[Finding] | None] | None:
         if self._profile_changed() and (got := final_diagnosis(self.run, self.rules)):
             return got
-        rc = self.launch.poll() if self.launch is not None else None
-        if rc is None:
+        launch = self.launch
+        rc = launch.poll() if launch is not None else None
+        if launch is None or rc is None:
             return None
         self._profile_key = None
         if got := final_diagnosis(self.run, self.rules):  # finalised just before it exited
             return got
-        said = self.launch.last_line()
+        said = launch.last_line()
         return Ending("incomplete", f"the profile process exited with code {rc} without a final record"
-                                    + (f": {said}" if said else f" (log: {self.launch.log_path})"), rc), None
+                                    + (f": {said}" if said else f" (log: {launch.log_path})"), rc), None
 
     def poll(self) -> Snapshot | None:
         if self.done:
@@ -168,7 +181,8 @@ class ReplaySource:
     """A recorded run directory released ``speed`` recorded seconds per poll. ``hold``: stop after that many polls
     (poll returns None) until it is raised - a test sets it to look at the state after exactly N polls."""
 
-    def __init__(self, run_dir: str | Path, *, speed: float = 1.0, rules=None, window_s: float = 30.0,
+    def __init__(self, run_dir: str | Path, *, speed: float = 1.0, rules: list[Compiled] | None = None,
+                 window_s: float = 30.0,
                  label: str | None = None, hold: int | None = None) -> None:
         self.run = Path(run_dir)
         self.rules = _rules(rules)
@@ -189,7 +203,8 @@ class ReplaySource:
             return None
         self.polls += 1
         until = self.t0 + self.polls * self.speed
-        events, samples = [], []
+        events: list[dict] = []
+        samples: list[dict] = []
         while self._next < len(self.records) and (self.records[self._next][1].get("t") or 0.0) <= until:
             kind, rec = self.records[self._next]
             (events if kind == "e" else samples).append(rec)
@@ -208,7 +223,7 @@ class MachineSource:
     """This machine without a training: the sampler's CPU, memory, disk and GPU sections (its process sections
     would describe the monitor itself and are dropped)."""
 
-    def __init__(self, nvml=None, *, rules=None) -> None:
+    def __init__(self, nvml: Nvml | None = None, *, rules: list[Compiled] | None = None) -> None:
         from yolodoctor.profiling.sampler import Sampler
 
         self.sampler = Sampler(os.getpid(), nvml=nvml)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 from yolodoctor.profiling import signals
 from yolodoctor.profiling.session import Session, classify_error
@@ -43,9 +44,10 @@ def no_dataset_downloads() -> None:
 
     original = utils.check_det_dataset
 
-    def check_det_dataset(dataset, autodownload: bool = True, split: str = ""):
+    def check_det_dataset(dataset: Any, autodownload: bool = True, split: str = "") -> Any:
         return original(dataset, autodownload=False, split=split)
 
+    module: Any  # Ultralytics' modules, whose attributes are set here
     for name, module in list(sys.modules.items()):
         if name.startswith("ultralytics") and getattr(module, "__dict__", {}).get("check_det_dataset") is original:
             module.check_det_dataset = check_det_dataset

@@ -12,16 +12,21 @@ import atexit
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from yolodoctor.profiling.recorder import EVENTS
 
-_session = None
+if TYPE_CHECKING:
+    from yolodoctor.profiling.session import Session
+
+_session: Session | None = None
 _error: list[str] = []
 
 
-def session():
+def session() -> Session:
     global _session
     if _session is None:
         from yolodoctor.profiling import signals
@@ -40,7 +45,7 @@ def session():
 def _chain_excepthook() -> None:
     previous = sys.excepthook
 
-    def hook(tp, value, tb):
+    def hook(tp: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
         from yolodoctor.profiling.session import classify_error
 
         _error.append(classify_error(value)[0])
@@ -54,7 +59,7 @@ def _at_exit() -> None:
         _session.end("incomplete" if _error else "complete", _error[0] if _error else None)
 
 
-def _forward(name: str):
+def _forward(name: str) -> Callable[[Any], None]:
     def callback(trainer: Any) -> None:
         try:
             getattr(session().recorder, name)(trainer)
@@ -70,7 +75,7 @@ for _name in EVENTS:
     globals()[_name] = _forward(_name)
 
 
-def register(callbacks_base_module) -> None:
+def register(callbacks_base_module: Any) -> None:
     """Append the hooks to Ultralytics' default callbacks (copied into every trainer, custom subclasses too)."""
     for name in EVENTS:
         fn = globals()[name]
@@ -79,7 +84,7 @@ def register(callbacks_base_module) -> None:
             lst.append(fn)
 
 
-def patch_trainer(trainer_module) -> None:
+def patch_trainer(trainer_module: Any) -> None:
     """Merge the run's overrides (spec.json "overrides", from `fix --apply` or a trial) into the arguments of every
     trainer the program builds, custom subclasses included (they all pass through BaseTrainer.__init__), and set
     the run's torch flags. Nothing to do - and nothing patched - when the run asks for none."""
@@ -94,7 +99,8 @@ def patch_trainer(trainer_module) -> None:
         return
     original = base.__init__
 
-    def __init__(self, cfg=trainer_module.DEFAULT_CFG, overrides=None, _callbacks=None):
+    def __init__(self: Any, cfg: Any = trainer_module.DEFAULT_CFG, overrides: dict[str, Any] | None = None,
+                 _callbacks: Any = None) -> None:
         if flags:
             from yolodoctor.profiling.child import apply_torch_flags
 
@@ -102,5 +108,5 @@ def patch_trainer(trainer_module) -> None:
         session().events.write("overrides", applied=plan, torch_flags=flags, trainer=type(self).__name__)
         original(self, cfg, {**(overrides or {}), **plan}, _callbacks)
 
-    __init__._yolodoctor = True
+    __init__.__dict__["_yolodoctor"] = True  # what the check above reads: patched once
     base.__init__ = __init__

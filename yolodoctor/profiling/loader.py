@@ -17,7 +17,7 @@ from typing import Any
 DEFAULT_SECONDS = 8.0
 
 
-def measure(trainer, *, seconds: float = DEFAULT_SECONDS, max_batches: int | None = None,
+def measure(trainer: Any, *, seconds: float = DEFAULT_SECONDS, max_batches: int | None = None,
             mosaic: bool | None = None) -> dict[str, Any]:
     loader = trainer.get_dataloader(trainer.data["train"], batch_size=trainer.batch_size, rank=-1, mode="train")
     ds = loader.dataset

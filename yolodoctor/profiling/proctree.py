@@ -39,7 +39,7 @@ class ProcessTree:
         first = proc.process(pid) if self.target is not None else None
         self.fast = first is not None  # /proc readable for the target: the cheap per-process path
         if self._main is not None:
-            with contextlib.suppress(self._skip):
+            with contextlib.suppress(*self._skip):
                 self._main.ppid = self.target.ppid()
             if first is not None:
                 self._main.starttime = first.starttime
@@ -61,7 +61,8 @@ class ProcessTree:
             return False
         if self.fast:
             ps = self.proc.process(self.pid)
-            return ps is not None and ps.state not in ("Z", "X") and ps.starttime == self._main.starttime
+            main = self._main  # set with the target
+            return ps is not None and main is not None and ps.state not in ("Z", "X") and ps.starttime == main.starttime
         try:
             return bool(self.target.is_running()) and self.target.status() != self.ps.STATUS_ZOMBIE
         except self._skip:
@@ -134,13 +135,15 @@ class ProcessTree:
             "pid": st.proc.pid, "ppid": st.ppid, "name": name,
             "cpu": rate(cpu_s - st.cpu_s, dt, 100.0) if st.cpu_s is not None else None,
             "rss": int(rss),
-            "read_bps": rate(rb - st.read_bytes, dt, ndigits=None) if None not in (rb, st.read_bytes) else None,
-            "write_bps": rate(wb - st.write_bytes, dt, ndigits=None) if None not in (wb, st.write_bytes) else None,
+            "read_bps": (rate(rb - st.read_bytes, dt, ndigits=None)
+                         if rb is not None and st.read_bytes is not None else None),
+            "write_bps": (rate(wb - st.write_bytes, dt, ndigits=None)
+                          if wb is not None and st.write_bytes is not None else None),
         }
         if main:
             rec["num_threads"] = nthreads
             rec["read_chars_ps"] = (rate(rc - st.read_chars, dt, ndigits=None)
-                                    if None not in (rc, st.read_chars) else None)
+                                    if rc is not None and st.read_chars is not None else None)
         st.cpu_s, st.read_bytes, st.write_bytes, st.read_chars, st.t = cpu_s, rb, wb, rc, now
         return rec
 
@@ -148,7 +151,8 @@ class ProcessTree:
         """The training thread's CPU (% of one core, from utime+stime deltas; ``tid``, else the busiest) and, on full
         scans (every ``thread_scan_s`` with a ``tid``, else every call), the busiest threads."""
         tck = float(self.proc.clk_tck)
-        full = self.tid is None or now >= self._next_thread_scan
+        tid = self.tid
+        full = tid is None or now >= self._next_thread_scan
 
         def pct(ts: ThreadStat) -> float | None:
             prev = self._threads_prev.get(ts.tid)
@@ -178,8 +182,8 @@ class ProcessTree:
                 thread = ranked[0]
             elif rows:
                 thread = rows[0]
-        else:
-            ts = self.proc.thread_stat(self.pid, self.tid)
+        elif tid is not None:  # (not a full scan: there is a tid)
+            ts = self.proc.thread_stat(self.pid, tid)
             if ts is not None:
                 thread = row(ts, pct(ts), "tid")
         if thread is None and self.tid is not None:

@@ -27,12 +27,15 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yolodoctor.profiling.ultralytics_log import LogWatch
 from yolodoctor.record.events import EventWriter
+
+if TYPE_CHECKING:
+    from yolodoctor.profiling.trace import TraceWindow
 
 EVENTS = ("on_pretrain_routine_start", "on_train_start", "on_train_epoch_start", "on_train_batch_start",
           "on_train_batch_end", "on_train_epoch_end", "on_fit_epoch_end", "on_train_end")
@@ -45,7 +48,7 @@ def _num(x: Any) -> float | None:
         return None
 
 
-def allocator_counters(cuda) -> dict[str, int]:
+def allocator_counters(cuda: Any) -> dict[str, int]:
     """The caching allocator's counters for this step, host-side (no synchronisation): resting size
     (``mem_allocated``: weights, gradients, optimizer state once the activations are freed), the step's own peak
     (``mem_allocated_peak``, valid when the peak is reset after each step) and what the allocator holds
@@ -62,7 +65,8 @@ def allocator_counters(cuda) -> dict[str, int]:
 class Recorder:
     def __init__(self, events: EventWriter, *, steps_limit: int | None = None, rank: int = -1,
                  on_settings: Callable[[dict], None] | None = None, on_workers: Callable[[dict], None] | None = None,
-                 trace=None, on_end: Callable[[Any], None] | None = None, extend_to: int | None = None) -> None:
+                 trace: TraceWindow | None = None, on_end: Callable[[Any], None] | None = None,
+                 extend_to: int | None = None) -> None:
         self.events = events
         self.steps_limit = steps_limit
         self.extend_to = extend_to  # the most steps a bound may move to while the queue still drains
@@ -75,7 +79,7 @@ class Recorder:
         self.on_settings = on_settings
         self.on_workers = on_workers
         self.on_end = on_end
-        self.trace = trace  # a TraceWindow or None
+        self.trace = trace
         self.train_index = -1
         self.steps = 0  # steps of this train() call
         self.total_steps = 0
@@ -106,7 +110,7 @@ class Recorder:
         self.last_end: float | None = None
 
     # ---------------------------------------------------------------- callbacks
-    def on_pretrain_routine_start(self, trainer) -> None:
+    def on_pretrain_routine_start(self, trainer: Any) -> None:
         self.trainer = weakref.ref(trainer)  # for the session's clean-up after an interrupted run
         self.train_index += 1
         self.steps = 0
@@ -122,7 +126,7 @@ class Recorder:
         self.events.write("ultralytics_log", kind=kind, level=level, figures=figures, text=text,
                           train_index=self.train_index)
 
-    def on_train_start(self, trainer) -> None:
+    def on_train_start(self, trainer: Any) -> None:
         import torch
 
         self._cuda = getattr(trainer.device, "type", "cpu") == "cuda"
@@ -133,7 +137,7 @@ class Recorder:
             self.on_settings(settings)
         self._torch = torch
 
-    def on_train_epoch_start(self, trainer) -> None:
+    def on_train_epoch_start(self, trainer: Any) -> None:
         retries = getattr(trainer, "_oom_retries", 0) or 0
         if retries > self._oom_seen:  # the epoch restarts: Ultralytics halved the batch after an out-of-memory
             self.events.write("oom_retry", epoch=trainer.epoch, train_index=self.train_index, retry=retries,
@@ -148,7 +152,7 @@ class Recorder:
         self.events.write("epoch_start", epoch=trainer.epoch, train_index=self.train_index, mosaic=self.last_mosaic,
                           batch=trainer.batch_size)
 
-    def on_train_batch_start(self, trainer) -> None:
+    def on_train_batch_start(self, trainer: Any) -> None:
         c0 = time.perf_counter()
         now = time.monotonic()
         self.t_start = now
@@ -163,7 +167,7 @@ class Recorder:
         if self.trace is not None:
             self.trace.before_step(self.steps)
 
-    def on_train_batch_end(self, trainer) -> None:
+    def on_train_batch_end(self, trainer: Any) -> None:
         c0 = time.perf_counter()
         now = time.monotonic()
         nb = len(trainer.train_loader)
@@ -182,7 +186,7 @@ class Recorder:
             rec["wrapped"] = True  # past the user's epoch: the measurement wrapped around the dataset
         if self.trace is not None and self.trace.prof is not None:
             rec["traced"] = True
-        loss = getattr(trainer, "loss", None)
+        loss: Any = getattr(trainer, "loss", None)
         if self._cuda:
             cuda = self._torch.cuda
             rec.update(allocator_counters(cuda))
@@ -204,24 +208,24 @@ class Recorder:
         if self.steps_limit and not self.bounded:
             self._timing.append({k: rec[k] for k in ("n", "t0", "t1", "wait", "compute", "images", "ready")
                                  if k in rec})
-            if self.extend_to and self.steps == self._check_at():
-                self._maybe_extend()
+            if self.extend_to and self.steps == self._check_at(self.steps_limit):
+                self._maybe_extend(self.steps_limit, self.extend_to)
             if self.steps >= self.steps_limit:
                 self._bound(trainer)
 
-    def on_train_epoch_end(self, trainer) -> None:
+    def on_train_epoch_end(self, trainer: Any) -> None:
         self._flush_ready(wait=True)
         self.events.write("epoch_end", epoch=trainer.epoch, train_index=self.train_index, steps=self.i,
                           seconds=time.monotonic() - self.epoch_t0)
 
-    def on_fit_epoch_end(self, trainer) -> None:  # after validation and saving
+    def on_fit_epoch_end(self, trainer: Any) -> None:  # after validation and saving
         self.events.write("fit_epoch_end", epoch=trainer.epoch, train_index=self.train_index,
                           metrics={k: _num(v) for k, v in (trainer.metrics or {}).items()},
                           nan_recoveries=getattr(trainer, "nan_recovery_attempts", 0),
                           oom_retries=getattr(trainer, "_oom_retries", 0), batch=trainer.batch_size)
         self._note_workers(trainer)
 
-    def on_train_end(self, trainer) -> None:
+    def on_train_end(self, trainer: Any) -> None:
         self._log.stop()
         self._flush_ready(wait=True)
         self.events.write("train_end", train_index=self.train_index, steps=self.steps, bounded=self.bounded,
@@ -254,14 +258,14 @@ class Recorder:
             rec["loss"] = _num(loss) if loss is not None else None
             self._emit(rec)
 
-    def _in_warmup(self, trainer, nb: int) -> bool:
+    def _in_warmup(self, trainer: Any, nb: int) -> bool:
         try:
             nw = trainer._get_warmup_iterations(nb)
         except Exception:
             return False
         return bool(nw) and (self.i + nb * trainer.epoch) <= nw
 
-    def _note_workers(self, trainer) -> None:
+    def _note_workers(self, trainer: Any) -> None:
         roles = dict(self._roles)
         for loader, role in ((getattr(trainer, "train_loader", None), "train_worker"),
                              (getattr(trainer, "test_loader", None), "val_worker")):
@@ -275,29 +279,31 @@ class Recorder:
             if self.on_workers:
                 self.on_workers(roles)
 
-    def _check_at(self) -> int:
+    def _check_at(self, limit: int) -> int:
         """The step at which the window is judged: before the trace window where one is still to come (so that an
-        extension moves it to the new end), else at the bound."""
+        extension moves it to the new end), else at the bound (``limit``)."""
         t = self.trace
-        pending = t is not None and not t.done and t.prof is None and t.start is not None
-        return min(self.steps_limit, t.start) if pending else self.steps_limit
+        if t is not None and not t.done and t.prof is None and t.start is not None:
+            return min(limit, t.start)
+        return limit
 
-    def _maybe_extend(self) -> None:
-        """Move the bound while the evidence says the queue is still draining, up to ``extend_to`` steps."""
+    def _maybe_extend(self, limit: int, extend_to: int) -> None:
+        """Move the bound (``limit``) while the evidence says the queue is still draining, up to ``extend_to``
+        steps."""
         from yolodoctor.record import bounds
 
         depth = bounds.prefetch_depth(self._workers, self._prefetch)
-        traced = self.steps_limit - self._check_at()
+        traced = limit - self._check_at(limit)
         w = bounds.window(self._timing, depth)
-        if w["valid"] or not w["needs"] or self.steps_limit >= self.extend_to:
+        if w["valid"] or not w["needs"] or limit >= extend_to:
             return
-        new = min(self.extend_to, self.steps_limit + w["needs"])
+        new = min(extend_to, limit + w["needs"])
         self.events.write("steps_extended", at=self.steps, steps=new, why=w["why"])
         self.steps_limit = new
         if traced and self.trace is not None:
             self.trace.place_at_end(new - 1)
 
-    def _bound(self, trainer) -> None:
+    def _bound(self, trainer: Any) -> None:
         """Stop after this step and skip the validation, final evaluation and plots that follow (this trainer only)."""
         self.bounded = True
         trainer.stop = True
@@ -331,7 +337,7 @@ def endless(loader: Any) -> None:
     if not hasattr(loader, "iterator") or getattr(cls, "_yd_endless", False):
         return
 
-    def __iter__(self):
+    def __iter__(self: Any) -> Iterator[Any]:
         if self.iterator is None:
             self.iterator = self._get_iterator()
         full = getattr(self, "batch_size", None)
@@ -353,7 +359,7 @@ def _batch_size(batch: Any) -> int | None:
     return int(shape[0]) if shape else None
 
 
-def _mosaic_on(trainer) -> bool:
+def _mosaic_on(trainer: Any) -> bool:
     """Mosaic runs unless its probability is 0 or the run is in its last ``close_mosaic`` epochs."""
     a = trainer.args
     epoch = getattr(trainer, "epoch", getattr(trainer, "start_epoch", 0))
@@ -361,7 +367,7 @@ def _mosaic_on(trainer) -> bool:
     return bool(getattr(a, "mosaic", 0)) and not closing
 
 
-def effective_settings(trainer) -> dict[str, Any]:
+def effective_settings(trainer: Any) -> dict[str, Any]:
     """What Ultralytics actually runs with, read off the trainer after its setup."""
     import torch
 
@@ -417,7 +423,7 @@ def effective_settings(trainer) -> dict[str, Any]:
     }
 
 
-def _asked(trainer) -> dict[str, Any]:
+def _asked(trainer: Any) -> dict[str, Any]:
     """What the user asked for where Ultralytics overwrote it before any callback ran (workers=0 on the CPU, the
     batch AutoBatch chose): read back from the run's args.yaml, which Ultralytics saves first."""
     try:
@@ -448,7 +454,7 @@ def _mosaic_buffer(ds: Any) -> bool | None:
     return None
 
 
-def _initial_lr(optimizer) -> float | None:
+def _initial_lr(optimizer: Any) -> float | None:
     """The learning rate the optimizer was built with (Ultralytics resolves it for optimizer='auto' from the run's
     iterations, hence its epochs and dataset size)."""
     groups = getattr(optimizer, "param_groups", None) or []
@@ -456,7 +462,7 @@ def _initial_lr(optimizer) -> float | None:
     return _num(lr) if lr is not None else None
 
 
-def grad_scale(trainer) -> float | None:
+def grad_scale(trainer: Any) -> float | None:
     """The fp16 GradScaler's scale at the end of training (one read, one sync), None where none runs (bf16, fp32,
     CPU). It starts at 2**16 and halves at every optimizer step whose gradients overflow, a step it skips; it doubles
     only after 2000 clean steps (torch.amp defaults), so in a short run 16 - log2(scale) counts the skipped steps."""

@@ -97,8 +97,9 @@ def role_of(pid: int, parents: Mapping[int, int | None], by_file: Mapping[int, s
         seen.add(p)
         if p in by_file:
             return by_file[p]
-        if by_cmdline.get(p):
-            return by_cmdline[p]
+        cmd_role = by_cmdline.get(p)
+        if cmd_role:
+            return cmd_role
         p = parents.get(p)
     return "other"
 

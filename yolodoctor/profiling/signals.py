@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import signal
+from types import FrameType
+from typing import NoReturn
 
 
 class Terminated(BaseException):
     pass
 
 
-def _raise(signum, frame):
+def _raise(signum: int, frame: FrameType | None) -> NoReturn:
     raise Terminated()
 
 

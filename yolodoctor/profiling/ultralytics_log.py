@@ -77,6 +77,7 @@ class LogWatch:
         for name in MODULES:
             if name in self._saved:
                 continue
+            mod: Any  # an Ultralytics module, whose LOGGER is swapped
             try:
                 mod = importlib.import_module(name)
             except Exception:
@@ -90,7 +91,8 @@ class LogWatch:
     def stop(self) -> None:
         for name, logger in self._saved.items():
             with contextlib.suppress(Exception):
-                importlib.import_module(name).LOGGER = logger
+                mod: Any = importlib.import_module(name)
+                mod.LOGGER = logger
         self._saved.clear()
 
     def __getstate__(self) -> dict[str, Any]:  # under DDP the callbacks are pickled into every rank

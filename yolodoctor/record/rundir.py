@@ -7,7 +7,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 DEFAULT_BASE = Path("runs") / "yolodoctor"
 
@@ -106,7 +106,7 @@ def low_disk(path: str | Path, threshold: int = LOW_DISK_BYTES) -> int | None:
     return free if free < threshold else None
 
 
-def open_regular(path: str | Path, binary: bool = False):
+def open_regular(path: str | os.PathLike[str], binary: bool = False) -> IO[Any]:
     """Open a file for reading only if it is a regular file: a run directory from elsewhere may hold a FIFO (reading
     would block forever) or a link to /dev/zero (endless) where a record should be. Raises OSError otherwise."""
     import stat

@@ -98,7 +98,7 @@ def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = F
     return out
 
 
-def _median(values) -> float | None:
+def _median(values: Iterable[Any]) -> float | None:
     vals = [v for v in values if isinstance(v, (int, float))]
     return statistics.median(vals) if vals else None
 

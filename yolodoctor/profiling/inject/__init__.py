@@ -8,13 +8,18 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any
 
 TARGET = "ultralytics.utils.callbacks.base"
 TRAINER = "ultralytics.engine.trainer"
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path, target=None):
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+                  ) -> ModuleSpec | None:
         if fullname not in (TARGET, TRAINER):
             return None
         sys.meta_path.remove(self)
@@ -24,15 +29,16 @@ class _Finder(importlib.abc.MetaPathFinder):
             sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None:
             return spec
-        original = spec.loader.exec_module
+        loader: Any = spec.loader  # its exec_module is wrapped below
+        original = loader.exec_module
 
-        def exec_module(module):
+        def exec_module(module: ModuleType) -> None:
             original(module)
             from yolodoctor.profiling import hooks
 
             hooks.register(module) if fullname == TARGET else hooks.patch_trainer(module)
 
-        spec.loader.exec_module = exec_module
+        loader.exec_module = exec_module
         return spec
 
 
