@@ -42,6 +42,9 @@ def test_bounded_profile_writes_a_rereadable_record(dataset, tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     doc = json.loads(p.stdout)
     assert doc["command"] == "profile" and doc["run_dir"] == str(out)
+    # the headline comes with the JSON too: 4 steps hold no steady window, so a longer profile is what comes next
+    assert doc["verdict"]["caveat"].startswith("not a steady figure") and doc["verdict"]["next"].startswith(
+        "yolodoctor profile model=yolo11n.yaml data=")
     prof = record.load(out)
     assert prof.status == "complete" and prof.summary["steps"] == 4 and prof.summary["bounded"]
     assert prof.settings["device"] == "cpu" and prof.settings["workers"] == 0
