@@ -13,13 +13,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from yolodoctor.record.profile import EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
 from yolodoctor.profiling import hostprobe
 from yolodoctor.record.events import read_events
-from yolodoctor.record.summary import summarise
+from yolodoctor.record.profile import EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
 from yolodoctor.record.rundir import (
     exclusive_dir,
     low_disk,
@@ -28,6 +28,7 @@ from yolodoctor.record.rundir import (
     reserve_space,
     write_json_atomic,
 )
+from yolodoctor.record.summary import summarise
 
 if TYPE_CHECKING:
     from yolodoctor.profiling.watch import RunProgress
@@ -39,6 +40,8 @@ def make_run_dir(out: str | Path | None, name: str = "profile") -> Path:
     try:
         return new_run_dir(name=name) if out is None else exclusive_dir(out)
     except FileExistsError:
+        if out is None:
+            raise
         p = Path(out)
         if p.exists() or p.is_symlink():
             what = "a directory" if p.is_dir() else "a file"
@@ -111,7 +114,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     env[ENV_RUN_DIR] = str(run.resolve())
     env.update({k: str(v) for k, v in (env_extra or {}).items()})
     env = child_env(env, watch.debug)
-    argv = [sys.executable, "-m", "yolodoctor.profiling.child", str(run)] if mode == "args" else list(command)
+    argv = list(command) if command else [sys.executable, "-m", "yolodoctor.profiling.child", str(run)]
     profile.host_probe = {"before": hostprobe.record()}
     spawned = time.monotonic()
     try:
@@ -284,4 +287,4 @@ def describe(profile: Profile) -> str:
     return json.dumps({k: s.get(k) for k in ("steps", "images", "images_per_s", "data_wait_share")}, default=str)
 
 
-__all__ = ["run_profile", "finalise", "exit_code_for", "PROFILE"]
+__all__ = ["PROFILE", "exit_code_for", "finalise", "run_profile"]

@@ -11,6 +11,7 @@ Under DDP each rank gets its own event stream (events-rank{R}.jsonl), because ea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -18,11 +19,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from yolodoctor.record.profile import EVENTS, SPEC
-from yolodoctor.record import bounds
-from yolodoctor.record.events import EventWriter
 from yolodoctor.profiling.recorder import Recorder
 from yolodoctor.profiling.trace import TraceWindow
+from yolodoctor.record import bounds
+from yolodoctor.record.events import EventWriter
+from yolodoctor.record.profile import EVENTS, SPEC
 from yolodoctor.record.rundir import write_json_atomic
 
 ROLES = "roles.json"
@@ -82,10 +83,11 @@ class Session:
                 if not limit and 0 < nb < self.trace.active:  # a whole run's last epoch is shorter than the window:
                     self.trace.active, self.trace.start = nb, last - nb  # trace that epoch's steps only
             if settings.get("compile_requested") == "reduce-overhead":
-                self.trace.skip("compile='reduce-overhead' (CUDA graphs): no profiler trace (the profiler cannot see inside a graph replay)")
+                self.trace.skip("compile='reduce-overhead' (CUDA graphs): no profiler trace (the profiler cannot see "
+                                "inside a graph replay)")
                 self.events.write("trace", skipped=self.trace.skipped)
 
-    def _on_train_end(self, trainer) -> None:
+    def _on_train_end(self, trainer: Any) -> None:
         """After the steps and before Ultralytics closes its loaders: time the train loader alone. A bounded run whose
         process ends with the training (``recorder.ends_process``) then ends here, its record complete: Ultralytics'
         teardown after this point (reloading the checkpoint, which a bounded run does not write) measures nothing."""
@@ -93,7 +95,8 @@ class Session:
         if self.recorder.ends_process and self.recorder.bounded:
             self._end_process(trainer)
 
-    def _end_process(self, trainer) -> None:
+    def _end_process(self, trainer: Any) -> None:
+        loader: Any
         for loader in (getattr(trainer, "train_loader", None), getattr(trainer, "test_loader", None)):
             try:
                 if callable(getattr(loader, "close", None)):
@@ -105,7 +108,7 @@ class Session:
         sys.stderr.flush()
         os._exit(0)
 
-    def _time_loader(self, trainer) -> None:
+    def _time_loader(self, trainer: Any) -> None:
         seconds = float(self.spec.get("loader_seconds", 8.0) or 0)
         if seconds <= 0 or not self.spec.get("loader_capacity", True) or self.rank not in (-1, 0):
             return
@@ -122,7 +125,7 @@ class Session:
             self.events.write("loader_capacity", error=f"{type(e).__name__}: {e}"[:300])
 
     # ------------------------------------------------------------------ lifecycle
-    def attach(self, model) -> Session:
+    def attach(self, model: Any) -> Session:
         self.recorder.attach(model)
         return self
 
@@ -142,7 +145,7 @@ class Session:
         """After an exception or Ctrl-C, shut the train loader's workers down before the interpreter exits: left to
         exit, multiprocessing kills the daemonic workers first and the pin-memory thread, still reading from them,
         prints a ConnectionResetError traceback into the log (seen on the H200 when the monitor quit a run)."""
-        loader = getattr(self.recorder.trainer(), "train_loader", None)
+        loader: Any = getattr(self.recorder.trainer(), "train_loader", None)
         try:
             if callable(getattr(loader, "close", None)):
                 loader.close()
@@ -156,10 +159,8 @@ class Session:
         if t is None or t.prof is None or t.done:
             return
         prof, t.prof, t.done = t.prof, None, True
-        try:
+        with contextlib.suppress(Exception):  # the record matters more than the trace
             prof.__exit__(None, None, None)
-        except Exception:  # noqa: BLE001 - the record matters more than the trace
-            pass
         t.skipped = f"the training ended inside the trace window ({reason or 'without a reason'})"
         self.events.write("trace", skipped=t.skipped)
 

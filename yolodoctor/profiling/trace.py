@@ -18,9 +18,10 @@ import os
 import re
 import shutil
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from yolodoctor.record import bounds
 
@@ -44,7 +45,7 @@ class Ev:
     self_cpu_us: float = 0.0
 
 
-def records_from_profiler(prof) -> list[Ev]:
+def records_from_profiler(prof: Any) -> list[Ev]:
     out = []
     for e in prof.events():
         if getattr(e, "is_user_annotation", False):  # e.g. "Optimizer.step#AdamW.step" ranges on the GPU timeline
@@ -57,16 +58,17 @@ def records_from_profiler(prof) -> list[Ev]:
 
 
 def _union_us(intervals: Iterable[tuple[float, float]]) -> float:
-    total, cur_s, cur_e = 0.0, None, None
+    total = 0.0
+    cur: tuple[float, float] | None = None  # the interval being merged
     for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
+        if cur is None or s > cur[1]:
+            if cur is not None:
+                total += cur[1] - cur[0]
+            cur = (s, e)
         else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
+            cur = (cur[0], max(cur[1], e))
+    if cur is not None:
+        total += cur[1] - cur[0]
     return total
 
 
@@ -96,9 +98,9 @@ def summarise(events: list[Ev], steps: int, wall_s: float | None = None) -> dict
     out["launch_cpu_ms_per_step"] = sum(e.dur_us for e in launches) / 1000 / steps
     out["launches_per_step"] = len(launches) / steps
     if not kernels:
-        for k in ("kernels_per_step", "kernel_busy_ms_per_step", "short_kernel_share", "short_kernel_time_share",
-                  "tensor_core_share", "top_kernels", "h2d_pageable_mb_per_step", "h2d_pinned_mb_per_step"):
-            out[k] = None
+        for key in ("kernels_per_step", "kernel_busy_ms_per_step", "short_kernel_share", "short_kernel_time_share",
+                    "tensor_core_share", "top_kernels", "h2d_pageable_mb_per_step", "h2d_pinned_mb_per_step"):
+            out[key] = None
         return out
     ktime = sum(k.dur_us for k in kernels)
     short = [k for k in kernels if k.dur_us < SHORT_KERNEL_US]
@@ -137,12 +139,12 @@ class TraceWindow:
     """Drive torch.profiler around steps [start, start + active) from the recorder's step hooks."""
 
     def __init__(self, run_dir: Path, *, start: int | None = None, active: int = ACTIVE, cuda: bool = False,
-                 on_done=None, quiet: bool = True) -> None:
+                 on_done: Callable[[dict[str, Any]], None] | None = None, quiet: bool = True) -> None:
         self.run_dir = Path(run_dir)
         self.quiet = quiet  # silence the profiler library's own log lines (--debug keeps them)
         self.start, self.active, self.cuda = start, active, cuda
         self.on_done = on_done
-        self.prof = None
+        self.prof: Any = None  # the torch.profiler.profile while the window is open
         self.done = False
         self.skipped: str | None = None
         self.t0 = 0.0
@@ -176,7 +178,7 @@ class TraceWindow:
         self.t0 = time.monotonic()
 
     def after_step(self, step: int) -> None:
-        if self.prof is None or self.done or step < self.start + self.active - 1:
+        if self.prof is None or self.done or self.start is None or step < self.start + self.active - 1:
             return
         import time
 
@@ -201,7 +203,7 @@ class TraceWindow:
             self.on_done(result)
 
 
-def export_gz(prof, dest: Path) -> str:
+def export_gz(prof: Any, dest: Path) -> str:
     tmp = dest.with_suffix("")  # trace.json
     try:
         prof.export_chrome_trace(str(tmp))
