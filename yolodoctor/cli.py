@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,7 +20,7 @@ FAIL_ON = click.Choice(["info", "warning", "error"])
 class FiniteRange(click.FloatRange):
     """A float range that refuses nan (click's bounds compare false with it, so it passes them) and infinities."""
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         import math
 
         rv = super().convert(value, param, ctx)

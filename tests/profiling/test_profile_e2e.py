@@ -60,7 +60,7 @@ def test_bounded_profile_writes_a_rereadable_record(dataset, tmp_path):
     after = ev[-1]["t"] - max(e["t1"] for e in ev if e["type"] == "step")  # the trace's export, the loader's timing
     assert ev[-1]["type"] == "run_end" and ph["end"] < after + 1.0  # and then no teardown: the process ends there
     head, row = (tmp_path / "ul" / "run" / "results.csv").read_text().splitlines()
-    values = dict(zip(head.split(","), row.split(",")))
+    values = dict(zip(head.split(","), row.split(","), strict=True))
     assert float(values["train/box_loss"]) > 0
     assert all(float(values[k]) == 0 for k in values if k.startswith("val/"))  # a real validation has a val loss
     steps = [e for e in read_events(out / "events.jsonl") if e["type"] == "step"]
@@ -128,7 +128,7 @@ def test_trace_window_and_loader_capacity_on_cpu(dataset, tmp_path):
     assert (out / prof.files["trace"]).stat().st_size > 1000
     import gzip
 
-    assert json.loads(gzip.open(out / "trace.json.gz").read())["traceEvents"]
+    assert json.loads(gzip.decompress((out / "trace.json.gz").read_bytes()))["traceEvents"]
     traced = [e["step"] for e in read_events(out / "events.jsonl") if e["type"] == "step" and e.get("traced")]
     assert traced == [11, 12, 13, 14, 15]
     # the recorder times itself: a few tens of microseconds per step on this CPU, far below a step

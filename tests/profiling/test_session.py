@@ -41,7 +41,7 @@ def test_an_interrupted_run_closes_its_train_loader_and_a_complete_one_leaves_it
 
 
 def test_a_failing_close_is_recorded_and_the_run_still_ends(tmp_path):
-    s, t = started(tmp_path, "failing", Loader(fail=True))
+    s, _ = started(tmp_path, "failing", Loader(fail=True))
     s.end("incomplete", "crashed: RuntimeError")
     types = [e["type"] for e in read_events(s.run / "events.jsonl")]
     assert "loader_close_error" in types and types[-1] == "run_end"

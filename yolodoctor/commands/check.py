@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from yolodoctor.presentation import report
+from collections.abc import Iterable
+
 from yolodoctor.findings import Severity, exit_code
+from yolodoctor.presentation import report
 
 SUMMARY = [
     ("python", "env.python"), ("torch", "env.torch"), ("CUDA (torch build)", "env.torch_cuda_build"),
@@ -19,7 +21,7 @@ SUMMARY = [
 TORCH_FLAGS = {"cudnn.benchmark", "cudnn.deterministic", "cudnn.allow_tf32", "cuda.matmul.allow_tf32"}
 
 
-def parse_torch_flags(words) -> dict[str, bool]:
+def parse_torch_flags(words: Iterable[str]) -> dict[str, bool]:
     from yolodoctor.errors import UsageError
 
     out = {}

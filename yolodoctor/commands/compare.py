@@ -8,7 +8,7 @@ from yolodoctor.presentation import report
 from yolodoctor.presentation.comparison import compare, render, to_json
 
 
-def run_compare(run_a, run_b, *, as_json: bool, html: Path | None = None) -> int:
+def run_compare(run_a: str | Path, run_b: str | Path, *, as_json: bool, html: Path | None = None) -> int:
     from yolodoctor.console import stderr_console, stdout_console
 
     if html is not None:

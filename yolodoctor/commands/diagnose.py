@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from yolodoctor.errors import UsageError
 from yolodoctor.findings import Severity, exit_code
 from yolodoctor.presentation import report
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from yolodoctor.diagnosis.rules import Form
 
 # (label, fact): shown in human units (report.human)
 FACT_KEYS = [
@@ -55,7 +61,8 @@ def run_diagnose(run_dir: Path, *, rule_dirs: list[str | Path] | None, as_json: 
     return exit_code(findings, fail_on)
 
 
-def run_rules(rule_id: str | None, *, rule_dirs, as_json: bool, facts: bool = False) -> int:
+def run_rules(rule_id: str | None, *, rule_dirs: list[str | Path] | None, as_json: bool,
+              facts: bool = False) -> int:
     from yolodoctor.console import stdout_console
     from yolodoctor.diagnosis.facts import CATALOGUE, ITEMS
     from yolodoctor.diagnosis.rules import builtin_rules, load_rules
@@ -67,7 +74,7 @@ def run_rules(rule_id: str | None, *, rule_dirs, as_json: bool, facts: bool = Fa
             raise UsageError(f"no rule {rule_id!r} (yolodoctor rules lists them)")
     dump = [r.model_dump(exclude={"source"}) | {"file": r.source.split("/")[-1]} for r in rules]
     if as_json:
-        extra = {"catalogue": {k: {"type": t, "meaning": m} | (
+        extra: dict[str, Any] = {"catalogue": {k: {"type": t, "meaning": m} | (
             {"items": {f: {"type": ft, "meaning": fm} for f, (ft, fm) in ITEMS[k].items()}} if k in ITEMS else {})
             for k, (t, m) in CATALOGUE.items()}} if facts else {}
         report.dump_json(report.envelope("rules", [], {}, rules=dump, **extra))
@@ -86,7 +93,8 @@ def run_rules(rule_id: str | None, *, rule_dirs, as_json: bool, facts: bool = Fa
     if rule_id:
         r = rules[0]
         out.rule(f"[bold]{r.id} {r.name}[/] ({r.category}, {'/'.join(r.severities)})")
-        out.print(f"[bold]What it detects[/]\n{r.docs.what.strip()}\n\n[bold]Why it matters[/]\n{r.docs.why.strip()}\n\n"
+        out.print(f"[bold]What it detects[/]\n{r.docs.what.strip()}\n\n"
+                  f"[bold]Why it matters[/]\n{r.docs.why.strip()}\n\n"
                   f"[bold]How to fix[/]\n{r.docs.fix.strip()}\n")
         for i, form in enumerate(r.all_forms):
             if i:
@@ -107,7 +115,7 @@ def run_rules(rule_id: str | None, *, rule_dirs, as_json: bool, facts: bool = Fa
     return 0
 
 
-def _print_form(out, form) -> None:
+def _print_form(out: Console, form: Form) -> None:
     """A form's condition and what it reads (`yolodoctor rules ID`)."""
     from rich.markup import escape
 

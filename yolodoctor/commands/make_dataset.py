@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from yolodoctor.presentation import report
 from yolodoctor.errors import UsageError
+from yolodoctor.presentation import report
+
+if TYPE_CHECKING:
+    from yolodoctor.datasets.synth import DatasetInfo
 
 
 MAX_SIDE = 8192  # an 8192x8192 image is 200 MB decoded per worker; 100000x100000 ran the machine out of memory
@@ -19,7 +23,7 @@ def parse_size(size: str) -> tuple[int, int]:
     return int(m[1]), int(m[2])
 
 
-def write_dataset(out_dir: Path, **options):
+def write_dataset(out_dir: Path, **options: Any) -> DatasetInfo:
     """datasets.synth.make_dataset, its refusals (a user's file or folder there, bad options, a place it cannot write)
     as usage errors."""
     from yolodoctor.datasets.synth import make_dataset

@@ -27,7 +27,7 @@ def split_target(words: list[str]) -> tuple[Path | None, list[str]]:
 def run(words: list[str], command: list[str], *, refresh: float, steps: int | None = None, out: Path | None = None,
         profile_options: list[str] | None = None) -> int:
     from yolodoctor.diagnosis.rules import load_rules
-    from yolodoctor.monitor.source import MachineSource, RunDirSource
+    from yolodoctor.monitor.source import MachineSource, RunDirSource, Source
 
     run_dir, train_args = split_target(words)
     if run_dir is not None and command:
@@ -50,7 +50,7 @@ def run(words: list[str], command: list[str], *, refresh: float, steps: int | No
             raise UsageError(f"--out {out} already exists; yolodoctor never overwrites it")
         run_dir = fresh_run_dir(out)
         launch = Launch(run_dir, train_args, command, options).start()
-        source = RunDirSource(run_dir, rules=rules, launch=launch)
+        source: Source = RunDirSource(run_dir, rules=rules, launch=launch)
     elif run_dir is not None:
         if not run_dir.is_dir():
             from yolodoctor.record.rundir import not_a_run_dir
@@ -71,7 +71,7 @@ def run(words: list[str], command: list[str], *, refresh: float, steps: int | No
     if launch is not None:
         from yolodoctor.monitor.source import final_diagnosis
 
-        ended = final_diagnosis(run_dir, rules)
+        ended = final_diagnosis(launch.run_dir, rules)
         how = ended[0].text() if ended else f"profile exit code {rc}"
         sys.stderr.write(f"yolodoctor monitor: {run_dir} ({how}); profile log: {launch.log_path}\n")
         return rc if rc is not None else 2

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yolodoctor.diagnosis.diagnose import Diagnosis
 from yolodoctor.findings import ranked
 from yolodoctor.presentation import report
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from yolodoctor.diagnosis.rules import Compiled
 
 # (fact, label, kind, which direction is better); kind picks the formatting (fmt below)
 METRICS: list[tuple[str, str, str, str | None]] = [
@@ -71,7 +76,7 @@ def delta(a: Any, b: Any) -> dict[str, Any]:
             "delta": b - a if a is not None and b is not None else None}
 
 
-def compare(run_a: str | Path, run_b: str | Path, rules=None) -> Comparison:
+def compare(run_a: str | Path, run_b: str | Path, rules: list[Compiled] | None = None) -> Comparison:
     """Diagnose both runs (an unreadable one is an InputError) and compare them."""
     from yolodoctor.diagnosis.diagnose import diagnose
     from yolodoctor.diagnosis.rules import load_rules
@@ -152,7 +157,7 @@ def to_json(cmp: Comparison, html: str | None = None) -> dict[str, Any]:
                            html=html)
 
 
-def render(console, cmp: Comparison) -> None:
+def render(console: Console, cmp: Comparison) -> None:
     from rich.markup import escape
     from rich.table import Table
 

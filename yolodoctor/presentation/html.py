@@ -8,9 +8,10 @@ goes through html.escape.
 from __future__ import annotations
 
 import math
+from collections.abc import Set
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yolodoctor.errors import UsageError
 from yolodoctor.presentation.comparison import (
@@ -22,6 +23,10 @@ from yolodoctor.presentation.comparison import (
 )
 from yolodoctor.record.events import read_events
 from yolodoctor.version import __version__
+
+if TYPE_CHECKING:
+    from yolodoctor.diagnosis.diagnose import Diagnosis
+    from yolodoctor.findings import Finding
 
 MARKER = "<!-- written by yolodoctor compare: this file may be overwritten by it -->"
 COLORS = ("#4c72b0", "#dd8452")  # A, B
@@ -59,7 +64,7 @@ def write_html(path: str | Path, cmp: Comparison) -> None:
 
 # --- series -----------------------------------------------------------------------------------------------------
 
-def series(d) -> dict[str, Any]:
+def series(d: Diagnosis) -> dict[str, Any]:
     """Per-step time and data wait against the step index, NVML utilisation against seconds since the first step."""
     from yolodoctor.record.profile import run_file
 
@@ -124,8 +129,13 @@ def svg_plot(title: str, lines: list[tuple[str, str, list[tuple[float, float]]]]
     x0, x1 = min(0.0, min(x for x, _ in pts)), max(x for x, _ in pts)
     x1 = x1 if x1 > x0 else x0 + 1
     pw, ph = W - L - R, H - T - B
-    sx = lambda x: L + (x - x0) / (x1 - x0) * pw  # noqa: E731
-    sy = lambda y: T + ph - min(max(y, 0.0), ytop) / ytop * ph  # noqa: E731
+
+    def sx(x: float) -> float:
+        return L + (x - x0) / (x1 - x0) * pw
+
+    def sy(y: float) -> float:
+        return T + ph - min(max(y, 0.0), ytop) / ytop * ph
+
     for v in nice_ticks(ytop):
         parts.append(f'<line x1="{L}" x2="{W - R}" y1="{sy(v):.1f}" y2="{sy(v):.1f}" class="g"/>'
                      f'<text x="{L - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">{_tick_label(v)}</text>')
@@ -165,7 +175,7 @@ svg text{font-size:11px;fill:#444}svg .t{font-size:13px;font-weight:600}.g{strok
 code{font-size:12px;word-break:break-all}li{margin:.2em 0}"""
 
 
-def _run_row(side: str, d) -> str:
+def _run_row(side: str, d: Diagnosis) -> str:
     st, args = d.profile.settings or {}, d.profile.args or {}
     args_text = " ".join(f"{k}={v}" for k, v in args.items()) or " ".join(d.profile.command or [])
     status = d.profile.status + (f" ({d.profile.reason})" if d.profile.reason else "")
@@ -176,7 +186,7 @@ def _run_row(side: str, d) -> str:
                             for i, c in enumerate(cells)) + "</tr>"
 
 
-def _findings(title: str, ids: list[str], source: dict, unknown: set[str] = frozenset()) -> str:
+def _findings(title: str, ids: list[str], source: dict[str, Finding], unknown: Set[str] = frozenset()) -> str:
     items = "".join(f"<li><b>{escape(i)}</b> {escape(source[i].name)} <i>({escape(source[i].severity.name)}"
                     f"{', A could not measure it' if i in unknown else ''})</i>: {escape(source[i].message)}</li>"
                     for i in ids)
@@ -204,7 +214,7 @@ def render_html(cmp: Comparison) -> str:
     vl = [(s["first_step"], c) for s, c in ((sa, COLORS[0]), (sb, COLORS[1]))
           if isinstance(s["first_step"], (int, float))]
 
-    def lines(key):
+    def lines(key: str) -> list[tuple[str, str, list[tuple[float, float]]]]:
         return [(labels[0], COLORS[0], sa[key]), (labels[1], COLORS[1], sb[key])]
 
     plots = [
