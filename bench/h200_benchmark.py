@@ -384,6 +384,15 @@ EST_S = {"dataset": 120, "whole": 240, "fix": 30, "loader": 90, "bounded": 80, "
 EST_TINY_S = 30
 
 
+class SpyThread(threading.Thread):
+    """The py-spy watcher of one bounded run: ``stop`` ends it, ``result`` holds what it sampled (or why not)."""
+
+    def __init__(self, watch: Callable[[], None]) -> None:
+        super().__init__(target=watch, daemon=True)
+        self.result: dict[str, Any] | None = None
+        self.stop = threading.Event()
+
+
 class Runner:
     def __init__(self, a) -> None:
         self.scale: Scale = a.scale
@@ -488,15 +497,15 @@ class Runner:
             rec = self.profile(run, args, *steps, "--no-trace", "--loader-seconds", "0", curve=curve, env=env)
         finally:
             if spy is not None:
-                spy.stop.set()  # type: ignore[attr-defined]
+                spy.stop.set()
                 spy.join(timeout=self.pyspy_s + 30)
         if spy is not None:
-            rec["pyspy"] = spy.result  # type: ignore[attr-defined]
+            rec["pyspy"] = spy.result
         elif self.pyspy_s:
             rec["pyspy"] = {"error": "py-spy is not on PATH"}
         return rec
 
-    def py_spy(self, run: Path, args: dict) -> threading.Thread | None:
+    def py_spy(self, run: Path, args: dict) -> SpyThread | None:
         """With --py-spy S: once the run is 10 steps into its steady window, sample its training process (the pid its
         sampler recorded) for S seconds (bench/pyspy_probe.py): where the training thread's wall time goes, on a CPU,
         holding the GIL. 'truncated' says the run ended before the S seconds did (its shutdown is in the samples)."""
@@ -528,8 +537,7 @@ class Runner:
                     return
                 time.sleep(0.5)
 
-        t = threading.Thread(target=watch, daemon=True)
-        t.result, t.stop = None, threading.Event()  # type: ignore[attr-defined]
+        t = SpyThread(watch)
         t.start()
         return t
 

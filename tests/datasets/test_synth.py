@@ -274,7 +274,7 @@ def test_segment_polygons_have_at_least_three_points(tmp_path: Path) -> None:
 
 def test_rejects_bad_options(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="task"):
-        make_dataset(tmp_path / "a", task="classify")  # type: ignore[arg-type]
+        make_dataset(tmp_path / "a", task="classify")  # type: ignore[arg-type]  # a task it refuses, on purpose
     with pytest.raises(ValueError, match="objects"):
         make_dataset(tmp_path / "b", objects=(5, 2))
     with pytest.raises(ValueError, match="seed"):
