@@ -1,6 +1,6 @@
 # The two commands of the README. Each creates (or reuses) .venv and installs everything first.
 #   make demo   - the main job: yolodoctor demo on the embedded default
-#   make test   - the test suite (what CI runs)
+#   make test   - lint (ruff), type checks (mypy), then the test suite (what CI runs)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -23,6 +23,8 @@ demo: $(STAMP)
 	$(BIN)/yolodoctor demo
 
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 clean-venv:
