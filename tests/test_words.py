@@ -1,8 +1,9 @@
 """The project's text speaks of the product alone: no tracked file tells how the project was built.
 
 Every tracked text file (`git ls-files`, binary files skipped) is searched for words about the making of the project
-rather than the product: machine lease ids, "lent" machines, work sessions, issue numbers, device-time accounting,
-a design document the repository does not have, the build machine's host name, dated work logs. File and folder
+rather than the product: how and when a machine was obtained or accounted for, numbered work items and work
+periods, a design document the repository does not have, the build machine's host name, dated work logs (the
+patterns below name each). File and folder
 names are searched for machine ids too. User-facing texts (the rule files, which `yolodoctor rules` shows) must not
 send the user to files a user does not have (the benchmarks, the fixtures, the tests).
 
