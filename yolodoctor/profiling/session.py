@@ -96,13 +96,7 @@ class Session:
             self._end_process(trainer)
 
     def _end_process(self, trainer: Any) -> None:
-        loader: Any
-        for loader in (getattr(trainer, "train_loader", None), getattr(trainer, "test_loader", None)):
-            try:
-                if callable(getattr(loader, "close", None)):
-                    loader.close()
-            except Exception as e:  # the run is over: record, never raise from here
-                self.events.write("loader_close_error", error=f"{type(e).__name__}: {e}"[:300])
+        self._close_loaders(trainer, "train_loader", "test_loader")
         self.end("complete", None)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -135,22 +129,23 @@ class Session:
         self.ended = True
         self._close_trace(reason)
         if status != "complete":
-            self._close_train_loader()
+            self._close_loaders(self.recorder.trainer(), "train_loader")
         self.recorder.finish()
         self.events.write("run_end", status=status, reason=reason, steps=self.recorder.total_steps,
                           bounded=self.recorder.bounded)
         self.events.close()
 
-    def _close_train_loader(self) -> None:
-        """After an exception or Ctrl-C, shut the train loader's workers down before the interpreter exits: left to
-        exit, multiprocessing kills the daemonic workers first and the pin-memory thread, still reading from them,
-        prints a ConnectionResetError traceback into the log (seen on the H200 when the monitor quit a run)."""
-        loader: Any = getattr(self.recorder.trainer(), "train_loader", None)
-        try:
-            if callable(getattr(loader, "close", None)):
-                loader.close()
-        except Exception as e:  # the run is ending anyway: record, never raise from here
-            self.events.write("loader_close_error", error=f"{type(e).__name__}: {e}"[:300])
+    def _close_loaders(self, trainer: Any, *names: str) -> None:
+        """Shut the named loaders' workers down before the process ends: left to exit, multiprocessing kills the
+        daemonic workers first and the pin-memory thread, still reading from them, prints a ConnectionResetError
+        traceback into the log (seen on the H200 when the monitor quit a run)."""
+        for name in names:
+            loader: Any = getattr(trainer, name, None)
+            try:
+                if callable(getattr(loader, "close", None)):
+                    loader.close()
+            except Exception as e:  # the run is ending anyway: record, never raise from here
+                self.events.write("loader_close_error", error=f"{type(e).__name__}: {e}"[:300])
 
     def _close_trace(self, reason: str | None) -> None:
         """A training that ends inside the trace window (crash, OOM, Ctrl-C) leaves torch.profiler running, and the
