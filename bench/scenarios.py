@@ -9,7 +9,8 @@ stage runs detached (its own process session) and leaves ``STAGE.rc`` when it en
 ``--seconds`` and exits 3 while a stage still runs, so the next call goes on where this one stopped. Across
 machines, a scenario whose results are already in bench/results/scenarios/NAME (committed) is not run again. What a
 finished scenario leaves (profiles' records, fix's JSON, no traces or weights) is copied to
-bench/results/scenarios/NAME and, where $OUT is set, to $OUT/scenarios/NAME.
+bench/results/scenarios/NAME. Where $OUT is set, every call leaves there two archives: scenarios.tgz (the finished
+scenarios, as under bench/results/) and stages.tgz (the stages' logs, return codes and JSON so far).
 """
 
 from __future__ import annotations
@@ -137,10 +138,22 @@ def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES
         if not all((d / f"{st}.rc").exists() for st in STAGES):
             continue
         collect(sc, d, RESULTS / sc["name"])
-        if os.environ.get("OUT"):
-            collect(sc, d, Path(os.environ["OUT"]) / "scenarios" / sc["name"])
         print(row_text(read(RESULTS / sc["name"])), flush=True)
     return 0
+
+
+def export(out: Path) -> None:
+    """The two archives of a call (the module's docstring), small enough to come back from a remote machine."""
+    import tarfile
+
+    out.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out / "scenarios.tgz", "w:gz") as tar:
+        if RESULTS.exists():
+            tar.add(RESULTS, arcname="scenarios")
+    with tarfile.open(out / "stages.tgz", "w:gz") as tar:
+        for f in sorted((WORK / "scenarios").glob("*/*")):
+            if f.is_file() and f.suffix in (".log", ".rc", ".json") and f.stat().st_size < 5_000_000:
+                tar.add(f, arcname=str(f.relative_to(WORK)))
 
 
 # ---------------------------------------------------------------------------------------------------- the table
@@ -241,7 +254,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("dir", nargs="?", type=Path, default=RESULTS)
     a = ap.parse_args(argv)
     if a.cmd == "run":
-        return run(a.only.split(",") if a.only else None, a.seconds, tuple(a.stages.split(",")))
+        try:
+            return run(a.only.split(",") if a.only else None, a.seconds, tuple(a.stages.split(",")))
+        finally:
+            if os.environ.get("OUT"):
+                export(Path(os.environ["OUT"]))
     return report(a.dir)
 
 

@@ -76,3 +76,23 @@ def test_a_well_tuned_training_must_keep_nothing(tmp_path):
     r = scenario(tmp_path, epochs=2, bottleneck="none (already well tuned)", kept=False)
     assert r["app_rate"] == 200.0 and r["app_wall"] == 1000.0  # nothing relaunched: the original stands
     assert "nothing applied met" in sc.goals(r) and not any(g.startswith("verify") for g in sc.goals(r))
+
+
+def test_export_leaves_two_archives_whatever_the_number_of_files(tmp_path, monkeypatch):
+    import tarfile
+
+    results, work = tmp_path / "results", tmp_path / "work"
+    for i in range(12):  # more files than a remote machine sends back one by one
+        (results / "a").mkdir(parents=True, exist_ok=True)
+        (results / "a" / f"grid-{i}.profile.json").write_text("{}")
+    (work / "scenarios" / "a").mkdir(parents=True)
+    (work / "scenarios" / "a" / "fix.log").write_text("log")
+    (work / "scenarios" / "a" / "trace.json.gz").write_bytes(b"x")  # not a stage's record: left out
+    monkeypatch.setattr(sc, "RESULTS", results)
+    monkeypatch.setattr(sc, "WORK", work)
+    sc.export(tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["scenarios.tgz", "stages.tgz"]
+    with tarfile.open(tmp_path / "out" / "scenarios.tgz") as t:
+        assert len([m for m in t.getnames() if m.endswith(".profile.json")]) == 12
+    with tarfile.open(tmp_path / "out" / "stages.tgz") as t:
+        assert t.getnames() == ["scenarios/a/fix.log"]
