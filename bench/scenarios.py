@@ -6,7 +6,8 @@ the YAML, `fix --verify --apply` and the original training run whole; then one t
 
 ``run`` is resumable at two levels (its state lives under $SCENARIOS_WORK, default bench/out). On one machine, every
 stage runs detached (its own process session) and leaves ``STAGE.rc`` when it ends; a call waits at most
-``--seconds`` and exits 3 while a stage still runs, so the next call goes on where this one stopped. Across
+``--seconds`` and exits 3 while a stage still runs (a stage works in the scenario's folder, so what it writes
+outlives a fresh copy of the repository), so the next call goes on where this one stopped. Across
 machines, a scenario whose results are already in bench/results/scenarios/NAME (committed) is not run again. What a
 finished scenario leaves (profiles' records, fix's JSON, no traces or weights) is copied to
 bench/results/scenarios/NAME. Where $OUT is set, every call leaves there two archives: scenarios.tgz (the finished
@@ -87,7 +88,7 @@ def step(d: Path, stage: str, command: str) -> bool:
               f"echo {{\\\"seconds\\\": $(( $(date +%s) - {int(t0)} ))}} > {d}/{stage}.time.json; " \
               f"mv {d}/{stage}.rc.tmp {d}/{stage}.rc"
     p = subprocess.Popen(["bash", "-c", wrapped], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True, cwd=ROOT,
+                         stderr=subprocess.DEVNULL, start_new_session=True, cwd=d,
                          env={**os.environ, "YOLO_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
     pid.write_text(str(p.pid))
     print(f"{d.name}: {stage} started", flush=True)
@@ -109,7 +110,7 @@ def collect(sc: dict, d: Path, dest: Path) -> None:
         applied = (json.loads((d / "fix.json").read_text()).get("applied") or {}).get("run_dir")
     except (OSError, ValueError):
         applied = None
-    applied = (ROOT / applied) if applied else None  # fix writes it relative to where it ran: the repo root
+    applied = (d / applied) if applied else None  # fix writes it relative to where it ran: the scenario's folder
     if applied and (applied / "profile.json").exists():
         shutil.copy(applied / "profile.json", dest / "applied.profile.json")
     (dest / "scenario.json").write_text(json.dumps(sc, indent=1) + "\n")
