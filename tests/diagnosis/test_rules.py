@@ -142,7 +142,7 @@ def _applied_h200_facts(run_id: str) -> dict:
     f = {**run["facts"], "run.device": "cuda", "run.images_per_s": run["steady_ips"], "cpu.usable": cores,
          "cpu.count": cores, "settings.workers": float(run["settings"]["workers"]),
          "run.batch": float(run["settings"]["batch"]), "settings.nbs": 64.0, "run.step_s": run["step_s_median"],
-         "run.epoch_s": run["settings"]["images_per_epoch"] / run["steady_ips"]}
+         "run.epoch_s": run["settings"]["images_per_epoch"] / run["steady_ips"], "run.ranks": 1.0}
     f["loader.headroom"] = f["loader.capacity_images_per_s"] / f["run.images_per_s"]
     return f
 

@@ -712,3 +712,35 @@ def test_read_records_of_a_fifo_fails_at_once(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(OSError, match="not a regular file"):
         read_records(fifo)
+
+
+def test_ranks_are_told_apart_by_their_environment_and_their_roles_files(tmp_path):
+    from types import SimpleNamespace
+
+    from yolodoctor.profiling.procfs import ProcState
+    from yolodoctor.profiling.roles import RolesFile, by_rank, read_rank
+
+    class Proc(SimpleNamespace):
+        def environ(self):
+            return self.env
+
+    st = ProcState(Proc(env={"RANK": "1", "WORLD_SIZE": "2"}))
+    read_rank(st, ())
+    assert (st.rank, st.rank_read) == (1, True)
+    alone = ProcState(Proc(env={}))
+    read_rank(alone, ())
+    assert alone.rank is None and alone.rank_read
+    (tmp_path / "roles.json").write_text(json.dumps({"21": "train_worker"}))
+    (tmp_path / "roles-rank1.json").write_text(json.dumps({"31": "train_worker", "32": "val_worker"}))
+    roles = RolesFile(tmp_path / "roles.json")
+    assert roles.reload() and roles.by_pid == {21: "train_worker", 31: "train_worker", 32: "val_worker"}
+    assert not roles.reload()  # unchanged
+    rows = [{"pid": 2, "ppid": 1, "rank": 0, "cpu": 95.0, "rss": 100, "role": "other"},
+            {"pid": 21, "ppid": 2, "rank": 0, "cpu": 40.0, "rss": 10, "role": "train_worker"},
+            {"pid": 3, "ppid": 1, "rank": 1, "cpu": 60.0, "rss": 100, "role": "other"},
+            {"pid": 31, "ppid": 3, "rank": 1, "cpu": 20.0, "rss": 10, "role": "train_worker"},
+            {"pid": 32, "ppid": 3, "rank": 1, "cpu": 5.0, "rss": 10, "role": "val_worker"},
+            {"pid": 4, "ppid": 1, "cpu": 1.0, "rss": 5, "role": "other"}]  # the launcher's helper: no rank
+    assert by_rank(rows) == {"0": {"pid": 2, "cpu": 95.0, "workers": 1, "workers_cpu": 40.0, "rss": 110},
+                             "1": {"pid": 3, "cpu": 60.0, "workers": 1, "workers_cpu": 20.0, "rss": 120}}
+    assert by_rank(rows[-1:]) == {}

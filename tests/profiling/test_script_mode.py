@@ -142,3 +142,31 @@ def test_ultralytics_silent_fallbacks_are_named_from_the_run(dataset, tmp_path):
     assert f["ul.cache_refused"] and f["ul.cache_available_gb"] == 0.0 and f["settings.cache_requested"] == "ram"
     assert f["settings.mosaic_buffer"] is True  # no cache after all: mosaic keeps its buffer
     assert "read:" in f["ul.files_read"] and f["ul.files_slow"] is False
+
+
+def test_a_two_rank_ddp_training_is_followed_rank_by_rank_in_one_run_directory(dataset, tmp_path):
+    # torchrun starts two ranks (gloo, the CPU); each rank's session writes its own stream, the one sampler sees both
+    # ranks' processes under the launcher and tells them apart by the RANK their environment holds
+    p, out = profile(tmp_path, sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                     SCRIPTS / "train_ddp_cpu.py", dataset, tmp_path / "ul", steps="12")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert (out / "events.jsonl").exists() and (out / "events-rank1.jsonl").exists()
+    starts = {}
+    for name in ("events.jsonl", "events-rank1.jsonl"):
+        events = list(read_events(out / name))
+        start = next(e for e in events if e["type"] == "run_start")
+        starts[start["rank"]] = start["pid"]
+        assert len([e for e in events if e["type"] == "step"]) == 12  # the same bound on every rank
+        assert any(e["type"] == "bounded" for e in events)
+    assert sorted(starts) == [0, 1] and starts[0] != starts[1]
+    prof = record.load(out)
+    assert prof.status == "complete" and [r["rank"] for r in prof.ranks] == [0, 1]
+    assert [r["pid"] for r in prof.ranks] == [starts[0], starts[1]]
+    assert all(r["steps"] == 12 and r["images"] == 12 * 4 for r in prof.ranks)  # batch 8 split over 2 ranks
+    assert prof.summary["world_size"] == 2 and prof.summary["images"] == 2 * 12 * 4
+    samples = [s for s in read_events(out / "samples.jsonl") if s.get("type") == "sample" and s.get("ranks")]
+    assert samples, "no sample saw the ranks"
+    seen = {k: v["pid"] for s in samples for k, v in s["ranks"].items()}
+    assert seen == {"0": starts[0], "1": starts[1]}
+    assert max(s["ranks"]["1"]["workers"] for s in samples if "1" in s["ranks"]) == 1  # rank 1's own worker
+    assert (out / "roles-rank1.json").exists()

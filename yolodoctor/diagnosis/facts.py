@@ -35,7 +35,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "run.data_wait_share": ("double", "share of step time spent waiting for the next batch"),
     "run.gpu_step_ms": ("double", "median elapsed time on the GPU stream between the step's CUDA events (idle gaps "
                                   "included: it is not kernel-busy time, see trace.kernel_busy_ms)"),
-    "run.batch": ("double", "batch size of the steady window's steps (after any out-of-memory halving)"),
+    "run.batch": ("double", "batch size of the steady window's steps (after any out-of-memory halving); under DDP the "
+                            "total over the ranks"),
+    "run.ranks": ("double", "processes that trained: the DDP ranks, or 1 (workers, the loader and the cores are per "
+                            "rank)"),
     "run.batch_started": ("double", "batch size the training started with (AutoBatch resolved, before any halving)"),
     "run.images_per_epoch": ("double", "training images per epoch"),
     "run.epochs": ("double", "epochs the run was configured for"),
@@ -44,6 +47,17 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "run.oom_retries": ("double", "times Ultralytics halved the batch after an out-of-memory"),
     "run.epoch_s": ("double", "estimated seconds per training epoch at the steady rate"),
     "run.val_share": ("double", "validation share of epoch time (whole runs only)"),
+    "ranks.count": ("double", "DDP ranks that trained (absent for a single process)"),
+    "ranks.straggler": ("double", "the rank that waited longest for its data (median per step)"),
+    "ranks.straggler_wait_ms": ("double", "that rank's median data wait per step, ms"),
+    "ranks.others_wait_ms": ("double", "the other ranks' median data wait per step (median over them), ms"),
+    "ranks.wait_excess_share": ("double", "the straggler's data wait beyond the others', as a share of the step: what "
+                                          "every rank loses waiting for it at the gradient all-reduce"),
+    "ranks.step_ms": ("double", "median step time over the ranks, ms (the same for all: they move in step)"),
+    "ranks.straggler_workers": ("double", "the straggler's train loader workers (median over the window)"),
+    "ranks.others_workers": ("double", "the other ranks' train loader workers (median over them)"),
+    "ranks.batch_per_rank": ("double", "images per step on each rank (batch over ranks)"),
+    "ranks.workers_total": ("double", "train loader workers of all ranks together"),
     "settings.batch_requested": ("double", "batch the user asked for"),
     "settings.workers": ("double", "train-loader workers that ran"),
     "settings.workers_requested": ("double", "workers the user asked for"),
@@ -122,6 +136,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "trace.launch_cpu_ms": ("double", "CPU ms per step inside launch calls (inflated by CUPTI)"),
     "trace.tensor_core_share": ("double", "share of kernel time in tensor-core kernels (by kernel name)"),
     "trace.h2d_pageable_per_step": ("double", "host-to-device copies from pageable memory per step"),
+    "trace.nccl_ms": ("double", "GPU time per step in NCCL kernels (DDP's collectives), union of their intervals"),
+    "trace.nccl_share": ("double", "NCCL kernels' share of the GPU's busy time (trace)"),
     "trace.syncs_per_step": ("double", "device/stream synchronisations and .item() calls per step"),
     "check.decode_ms": ("double", "check: median decode+resize ms per image on one core"),
     "check.image_formats_png_share": ("double", "check: share of PNG images"),
@@ -303,6 +319,7 @@ def from_profile(profile: Profile, run_dir: str | Path | None = None, *, events:
     if win.get("valid") is False:
         _put(f, "run.window_why", win.get("why"))
     _put(f, "run.batch", st.get("batch"))
+    f["run.ranks"] = float(len(profile.ranks or []) or 1)
     _put(f, "run.batch_started", st.get("batch"))
     _put(f, "run.images_per_epoch", st.get("images_per_epoch"))
     _put(f, "run.epochs", st.get("epochs"))
@@ -328,6 +345,7 @@ def from_profile(profile: Profile, run_dir: str | Path | None = None, *, events:
         f["loader.headroom"] = f["loader.capacity_images_per_s"] / f["run.images_per_s"]
     _put(f, "loader.prefetch_depth", win.get("prefetch_depth"))
     _trace_facts(f, _d(_d(profile.trace).get("summary")))
+    _rank_facts(f, profile.ranks, st)
     if run_dir is not None and events is None:
         events = list(read_events(run_file(run_dir, profile, "events", "events.jsonl")))
     if run_dir is not None and samples is None:
@@ -339,6 +357,31 @@ def from_profile(profile: Profile, run_dir: str | Path | None = None, *, events:
     if samples is not None:
         _sample_facts(f, samples, _window_span(events or [], win.get("first_step")))
     return f
+
+
+def _rank_facts(f: dict[str, Any], ranks: list[dict] | None, st: dict[str, Any]) -> None:
+    """A DDP training's ranks (record/ranks.py): who waits longest for data, and by how much beyond the others."""
+    rows = [r for r in ranks or [] if isinstance(r, dict) and _num(r.get("wait_s_median"))]
+    if len(rows) < 2:
+        return
+    f["ranks.count"] = float(len(rows))
+    slow = max(rows, key=lambda r: r["wait_s_median"])
+    others = [r for r in rows if r is not slow]
+    others_wait = statistics.median(r["wait_s_median"] for r in others)
+    f["ranks.straggler"] = float(slow.get("rank", rows.index(slow)))
+    f["ranks.straggler_wait_ms"] = 1000 * slow["wait_s_median"]
+    f["ranks.others_wait_ms"] = 1000 * others_wait
+    step = _median(r.get("step_s_median") for r in rows)
+    if step:
+        f["ranks.step_ms"] = 1000 * step
+        f["ranks.wait_excess_share"] = max(0.0, slow["wait_s_median"] - others_wait) / step
+    _put(f, "ranks.straggler_workers", slow.get("workers"))
+    _put(f, "ranks.others_workers", _median(r.get("workers") for r in others))
+    workers = [w for w in (r.get("workers") for r in rows) if _num(w)]
+    if len(workers) == len(rows):
+        f["ranks.workers_total"] = float(sum(workers))
+    if _num(st.get("batch")):
+        f["ranks.batch_per_rank"] = st["batch"] / len(rows)
 
 
 def live(run_dir: str | Path, window_s: float = 30.0, now: float | None = None) -> dict[str, Any]:
@@ -375,7 +418,8 @@ def _trace_facts(f: dict[str, Any], t: dict[str, Any]) -> None:
     for key, src in (("kernels_per_step", "kernels_per_step"), ("kernel_busy_ms", "kernel_busy_ms_per_step"),
                      ("gpu_busy_share", "gpu_busy_share"), ("short_kernel_share", "short_kernel_share"),
                      ("launches_per_step", "launches_per_step"), ("launch_cpu_ms", "launch_cpu_ms_per_step"),
-                     ("tensor_core_share", "tensor_core_share")):
+                     ("tensor_core_share", "tensor_core_share"), ("nccl_ms", "nccl_ms_per_step"),
+                     ("nccl_share", "nccl_share")):
         _put(f, f"trace.{key}", t.get(src))
     copies = _d(t.get("memcpy_per_step"))
     if t.get("cuda") is True:
@@ -394,8 +438,10 @@ def _settings_facts(f: dict[str, Any], st: dict[str, Any]) -> None:
     if _num(asked):
         _put(f, "settings.workers_asked", asked)
         if _num(ran) and ran < asked:
+            cpu = str(st.get("device", "")).startswith("cpu")
             _put(f, "settings.workers_why", "on the CPU Ultralytics loads in the training process (workers=0)"
-                 if str(st.get("device", "")).startswith("cpu") else
+                 if cpu and ran == 0 else
+                 "on the CPU Ultralytics sets workers=0; the program set another number after it" if cpu else
                  "Ultralytics caps workers at os.cpu_count() per visible GPU and at the batches per epoch")
     cache = st.get("cache_requested")
     if "cache_requested" in st:

@@ -147,6 +147,8 @@ class ProcState:
     t: float | None = None
     cmd_role: str | None = None
     cmd_checked_age: float = 0.0  # process age (s) when its cmdline was read: re-read once if it was still young
+    rank: int | None = None  # the DDP rank in its environment (RANK, set by torch.distributed.run), read once
+    rank_read: bool = False
 
 
 class Reading(NamedTuple):

@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from yolodoctor.profiling.procfs import ProcReader, ProcState, ThreadStat, gone_errors, rate, read_procfs, read_psutil
-from yolodoctor.profiling.roles import RolesFile, classify_cmdline, empty_roles, role_of, tally
+from yolodoctor.profiling.roles import RolesFile, by_rank, classify_cmdline, empty_roles, read_rank, role_of, tally
 
 RESCAN_S = 1.0  # how often the process tree is listed again (psutil's children() reads every /proc/PID/stat)
 THREAD_SCAN_S = 1.0  # how often every thread of the target is read for ``threads_top`` when a tid is given
@@ -77,8 +77,9 @@ class ProcessTree:
             return None
 
     def sample(self, now: float, wall: float) -> tuple[dict | None, list[dict], dict[str, dict]]:
-        """The target's row, its descendants' rows (each with its ``role``) and the per-role totals, at monotonic time
-        ``now`` (wall time ``wall``); called once per sample. Rates cover the interval since the previous call."""
+        """The target's row, its descendants' rows (each with its ``role``, and its DDP ``rank`` where its environment
+        names one) and the per-role totals, at monotonic time ``now`` (wall time ``wall``); called once per sample.
+        Rates cover the interval since the previous call."""
         self._last_t, self._last_wall, self._last_bt = self._t, self._wall, self._bt
         self._t, self._wall, self._bt = now, wall, self.proc.boottime() if self.fast else None
         if self.target is None:
@@ -97,7 +98,15 @@ class ProcessTree:
         by_cmdline = {pid: st.cmd_role for pid, st in self._children.items()}
         for r in rows:
             r["role"] = role_of(r["pid"], parents, self.roles.by_pid, by_cmdline, self.pid)
+            rank = self._children[r["pid"]].rank
+            if rank is not None:
+                r["rank"] = rank
         return main, rows, tally(rows)
+
+    @staticmethod
+    def ranks(rows: list[dict]) -> dict[str, dict]:
+        """Per DDP rank: its process, its loader workers (roles.by_rank); empty for a single process."""
+        return by_rank(rows)
 
     def _rescan(self, now: float) -> None:
         self._next_rescan = now + self.rescan_s
@@ -121,6 +130,8 @@ class ProcessTree:
         for st in seen.values():
             if st.cmd_role is None and st.cmd_checked_age < 2.0:
                 classify_cmdline(st, self._skip)
+            if not st.rank_read:
+                read_rank(st, self._skip)
 
     def _read(self, st: ProcState, now: float, main: bool = False) -> dict[str, Any] | None:
         got = (read_procfs(self.proc, st, self._bt, self._last_bt) if self.fast else

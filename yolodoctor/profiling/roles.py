@@ -48,30 +48,53 @@ def load_roles(path: str | os.PathLike[str]) -> dict[int, str] | None:
     return out
 
 
+def rank_roles_name(rank: int) -> str:
+    """The roles file of DDP rank ``rank`` beside the main one (``roles.json``, written by rank 0 or the only
+    process): each rank names its own loader workers."""
+    return f"roles-rank{rank}.json"
+
+
 class RolesFile:
-    """The roles file (``{"<pid>": role}``), read again whenever it changes; ``by_pid`` holds the last complete one."""
+    """The roles file (``{"<pid>": role}``) and the per-rank ones beside it (:func:`rank_roles_name`), read again
+    whenever one changes; ``by_pid`` holds the last complete reading of all of them."""
 
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
         self.path = os.fspath(path) if path else None
         self.by_pid: dict[int, str] = {}
-        self._key: tuple[int, int, int] | None = None
+        self._key: tuple | None = None
+
+    def _files(self) -> list[str]:
+        if not self.path:
+            return []
+        folder = os.path.dirname(self.path) or "."
+        try:
+            ranks = sorted(n for n in os.listdir(folder) if n.startswith("roles-rank") and n.endswith(".json"))
+        except OSError:
+            ranks = []
+        return [self.path, *(os.path.join(folder, n) for n in ranks)]
 
     def reload(self) -> bool:
-        """Whether it changed since the last read (and was read whole)."""
-        if not self.path:
+        """Whether any of the files changed since the last read (and all were read whole)."""
+        stats = []
+        for f in self._files():
+            try:
+                st = os.stat(f)
+            except OSError:
+                continue
+            stats.append((f, st.st_mtime_ns, st.st_size, st.st_ino))
+        if not stats:
             return False
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return False
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        key = tuple(stats)
         if key == self._key:
             return False
-        roles = load_roles(self.path)
-        if roles is None:  # half-written by a writer that does not rename: try again next tick
-            return False
+        merged: dict[int, str] = {}
+        for f, *_ in stats:
+            roles = load_roles(f)
+            if roles is None:  # half-written by a writer that does not rename: try again next tick
+                return False
+            merged.update(roles)
         self._key = key
-        self.by_pid = roles
+        self.by_pid = merged
         return True
 
 
@@ -102,6 +125,41 @@ def role_of(pid: int, parents: Mapping[int, int | None], by_file: Mapping[int, s
             return cmd_role
         p = parents.get(p)
     return "other"
+
+
+def read_rank(st: ProcState, gone: tuple[type[BaseException], ...]) -> None:
+    """Sets ``st.rank`` from the process's environment (``RANK``, which torch.distributed.run gives each rank and
+    every process a rank starts inherits); read once. A process whose environment cannot be read has none."""
+    st.rank_read = True
+    errors: tuple[type[BaseException], ...] = (*gone, AttributeError, OSError)
+    try:
+        value = st.proc.environ().get("RANK")
+    except errors:
+        return
+    try:
+        st.rank = int(value) if value is not None else None
+    except ValueError:
+        st.rank = None
+
+
+def by_rank(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per DDP rank (rows that carry ``rank``): the rank's own process (``pid``, its ``cpu``, the first of the rank
+    whose parent is not of the rank), its train loader workers (``workers``, ``workers_cpu``) and the RSS of all its
+    processes. Empty when no row has a rank."""
+    out: dict[str, dict[str, Any]] = {}
+    rank_of = {r["pid"]: r.get("rank") for r in rows}
+    for r in sorted(rows, key=lambda r: r["pid"]):
+        rank = r.get("rank")
+        if rank is None:
+            continue
+        agg = out.setdefault(str(rank), {"pid": None, "cpu": None, "workers": 0, "workers_cpu": 0.0, "rss": 0})
+        agg["rss"] += r["rss"]
+        if rank_of.get(r["ppid"]) != rank and agg["pid"] is None:
+            agg["pid"], agg["cpu"] = r["pid"], r["cpu"]
+        elif r.get("role") == "train_worker":
+            agg["workers"] += 1
+            agg["workers_cpu"] = round(agg["workers_cpu"] + (r["cpu"] or 0.0), 1)
+    return out
 
 
 def empty_roles() -> dict[str, dict[str, Any]]:

@@ -224,6 +224,7 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
         else:
             profile.reason = f"{profile.reason} ({note})"
     profile.summary["bounded"] = bool(end and end.get("bounded"))
+    _fold_ranks(run, profile, events)
     if span is not None:
         profile.summary["phases"] = phases(events, *span)
     try:
@@ -234,6 +235,30 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
         raise OutputError(f"cannot write {run / PROFILE}: {e.strerror or e}; the record written when the run "
                           "started is still there") from None
     return profile
+
+
+def _fold_ranks(run: Path, profile: Profile, events: list[dict]) -> None:
+    """A DDP training's ranks side by side (record/ranks.py), and the summary's throughput made the whole training's:
+    images and images/s summed over the ranks (rank 0's own stay in ``ranks``), ``world_size`` the number of ranks."""
+    from yolodoctor.record import ranks
+
+    if not ranks.streams(run):
+        return
+    rows = ranks.summarise(run, list(read_events(run / SAMPLES)), rank0_events=events)
+    if not rows:
+        return
+    profile.ranks = rows
+    s = profile.summary
+    s["world_size"] = len(rows)
+    rates = [r for r in (row.get("images_per_s") for row in rows) if isinstance(r, (int, float)) and r > 0]
+    r0 = s.get("images_per_s")
+    if r0 and len(rates) == len(rows):
+        total = sum(rates)
+        for key in ("images_per_s_p10", "images_per_s_p90"):  # the ranks move in step: rank 0's spread, scaled
+            if isinstance(s.get(key), (int, float)):
+                s[key] = s[key] * total / r0
+        s["images_per_s"] = total
+    s["images"] = sum(r.get("images") or 0 for r in rows)
 
 
 def phases(events: list[dict], spawned: float, ended: float) -> dict[str, float]:

@@ -88,6 +88,9 @@ class Sampler:
         rec["cpu"] = self._section("cpu", self._cpu)
         procs = self._section("proc", lambda: self.tree.sample(now, wall))
         rec["proc"], rec["children"], rec["roles"] = procs if procs else (None, None, None)
+        ranks = self.tree.ranks(rec["children"] or [])
+        if ranks:  # a DDP training: each rank's process and workers (absent for a single process)
+            rec["ranks"] = ranks
         if rec["proc"] is not None:
             rec["proc"]["thread"], rec["proc"]["threads_top"] = self._section(
                 "thread", lambda: self.tree.threads(now)) or (None, None)

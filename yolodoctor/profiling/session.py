@@ -37,6 +37,14 @@ def rank() -> int:
         return -1
 
 
+def world_size() -> int:
+    """Processes of the DDP training this one belongs to (WORLD_SIZE, set by torch.distributed.run); 1 alone."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
 def events_name(r: int) -> str:
     return EVENTS if r in (-1, 0) else f"events-rank{r}.jsonl"
 
@@ -59,19 +67,27 @@ class Session:
 
     # ------------------------------------------------------------------ hooks from the recorder
     def _write_roles(self, roles: dict[int, str]) -> None:
-        if self.rank in (-1, 0):
-            try:
-                write_json_atomic(self.run / ROLES, {str(k): v for k, v in roles.items()})
-            except OSError as e:  # a full disk loses the roles file, never the training (the sampler guesses roles)
+        """Each rank names its own loader workers, in its own file (roles.rank_roles_name beside roles.json)."""
+        from yolodoctor.profiling.roles import rank_roles_name
+
+        name = ROLES if self.rank in (-1, 0) else rank_roles_name(self.rank)
+        try:
+            write_json_atomic(self.run / name, {str(k): v for k, v in roles.items()})
+        except OSError as e:  # a full disk loses the roles file, never the training (the sampler guesses roles)
                 self.events.write("roles_error", error=f"{type(e).__name__}: {e}"[:300])
 
     def _on_settings(self, settings: dict) -> None:
         if self.spec.get("steps") == "auto":
             workers, pf = settings.get("workers") or 0, settings.get("prefetch_factor")
             self.recorder.steps_limit = bounds.default_steps(workers, pf)
-            self.recorder.extend_to = bounds.max_steps(workers, pf)
+            # DDP ranks must stop at the same step (each waits for the others at every gradient all-reduce): a bound
+            # one rank moved on its own evidence would leave the others waiting, so under DDP it never moves
+            ddp = world_size() > 1
+            self.recorder.extend_to = None if ddp else bounds.max_steps(workers, pf)
             self.events.write("steps_limit", steps=self.recorder.steps_limit, extend_to=self.recorder.extend_to,
-                              rule="SETTLE + 3 x workers x prefetch_factor, more while the queue still drains")
+                              rule="SETTLE + one prefetch depth + two windows"
+                                   + (" (DDP: the same for every rank)" if ddp else
+                                      ", more while the queue still drains"))
         if self.trace is not None and not self.trace.done:
             self.trace.cuda = str(settings.get("device", "")).startswith("cuda")
             limit = self.recorder.steps_limit  # a bounded run reaches it whatever the epochs (recorder.endless)

@@ -99,7 +99,8 @@ def summarise(events: list[Ev], steps: int, wall_s: float | None = None) -> dict
     out["launches_per_step"] = len(launches) / steps
     if not kernels:
         for key in ("kernels_per_step", "kernel_busy_ms_per_step", "short_kernel_share", "short_kernel_time_share",
-                    "tensor_core_share", "top_kernels", "h2d_pageable_mb_per_step", "h2d_pinned_mb_per_step"):
+                    "tensor_core_share", "top_kernels", "h2d_pageable_mb_per_step", "h2d_pinned_mb_per_step",
+                    "nccl_ms_per_step", "nccl_share"):
             out[key] = None
         return out
     ktime = sum(k.dur_us for k in kernels)
@@ -119,6 +120,12 @@ def summarise(events: list[Ev], steps: int, wall_s: float | None = None) -> dict
                         for n, d in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:10]],
         "memcpy_per_step": {k: v / steps for k, v in Counter(_copy_kind(c.name) for c in copies).items()},
     })
+    # DDP's collectives (gradient all-reduce, broadcasts) run as NCCL kernels: their time, and its share of the GPU's
+    # busy time, is what the ranks spend exchanging (and waiting for each other) rather than computing
+    nccl = _union_us((k.start_us, k.start_us + k.dur_us) for k in kernels if "nccl" in k.name.lower())
+    out["nccl_ms_per_step"] = nccl / 1000 / steps
+    busy = out["kernel_busy_ms_per_step"] * steps * 1000
+    out["nccl_share"] = nccl / busy if busy else 0.0
     if wall_s:
         out["gpu_busy_share"] = min(1.0, out["kernel_busy_ms_per_step"] * steps / 1000 / wall_s)
     return out

@@ -19,8 +19,10 @@ Schema 1 of profile.json:
          reason it was skipped;  loader_capacity: the train loader's own images/s without a model (loader.py)
   check_facts: what `check`'s dataset, resource, storage (warm decode sample) and config probes measured before
          the training (check/run.py:quick_check)
-  ranks: DDP writes one event stream per rank (events.jsonl for rank 0 or a single process,
-         events-rank{R}.jsonl for the others; profiling/session.py)
+  ranks: a DDP training's ranks side by side, one row each (record/ranks.py): its steady window's images/s, step,
+         compute and data-wait times, and its process's and loader workers' CPU; null for a single process. Each
+         rank writes its own event stream (events.jsonl for rank 0 or a single process, events-rank{R}.jsonl for the
+         others; profiling/session.py), and the summary's images/s is then the sum over the ranks
   files: the names above
 """
 
@@ -80,6 +82,7 @@ class Profile(BaseModel):
     loader_capacity: dict[str, Any] | None = None
     check_facts: dict[str, Any] | None = None
     host_probe: dict[str, Any] | None = None  # the host's own speed just before and after the run (hostprobe.py)
+    ranks: list[dict[str, Any]] | None = None
     files: dict[str, str] = Field(default_factory=lambda: {"events": EVENTS, "samples": SAMPLES})
 
     def save(self, run_dir: str | Path) -> None:

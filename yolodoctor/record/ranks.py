@@ -1,0 +1,90 @@
+"""The ranks of a DDP training side by side: each rank's steps (its own event stream) and its processes (the
+sampler's per-rank rows), summarised per rank for ``profile.json``'s ``ranks``.
+
+Under DDP every rank is its own process with its own stream: ``events.jsonl`` for rank 0, ``events-rank{R}.jsonl``
+for the others (profiling/session.py). A rank's step time is the same for all ranks (each waits for the others at
+every gradient all-reduce); where its time goes is not: the rank that holds the others up spends longer waiting for
+its own data (or computing), the others spend it inside the all-reduce, which the step's compute time includes.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from pathlib import Path
+from typing import Any
+
+from yolodoctor.record.events import read_events
+from yolodoctor.record.profile import EVENTS
+from yolodoctor.record.summary import settings_of, steps_of, summarise_train
+
+RANK_STREAM = re.compile(r"^events-rank(\d+)\.jsonl(?:\.gz)?$")
+
+
+def streams(run: str | Path) -> dict[int, Path]:
+    """Each rank's event stream, by rank; empty for a single process (no ``events-rank{R}.jsonl`` beside
+    ``events.jsonl``)."""
+    run = Path(run)
+    found: dict[int, Path] = {}
+    try:
+        names = [p.name for p in run.iterdir()]
+    except OSError:
+        return {}
+    for name in names:
+        m = RANK_STREAM.match(name)
+        if m:
+            found[int(m.group(1))] = run / name.removesuffix(".gz")
+    if not found:
+        return {}
+    return {0: run / EVENTS, **dict(sorted(found.items()))}
+
+
+def summarise(run: str | Path, samples: list[dict] | None = None,
+              rank0_events: list[dict] | None = None) -> list[dict[str, Any]] | None:
+    """One row per rank: its steady window's figures (from its own steps, judged like a single process's) and the
+    median CPU of its process and of its train loader workers over that window (from ``samples``, where the sampler
+    saw the ranks). None for a single process. ``rank0_events``: rank 0's stream, where the caller has read it."""
+    paths = streams(run)
+    if not paths:
+        return None
+    rows = []
+    for rank, path in paths.items():
+        events = rank0_events if rank == 0 and rank0_events is not None else list(read_events(path))
+        steps = steps_of(events)
+        main = max({s.get("train_index", 0) for s in steps}, key=lambda t: sum(s.get("train_index", 0) == t
+                                                                              for s in steps), default=0)
+        steps = [s for s in steps if s.get("train_index", 0) == main]
+        settings = settings_of(events, main) or settings_of(events, -1)
+        s = summarise_train(steps, settings)
+        pid = next((e.get("pid") for e in events if e.get("type") == "run_start"), None)
+        row: dict[str, Any] = {"rank": rank, "pid": pid, "steps": s["steps"], "images": s["images"]}
+        for key in ("images_per_s", "step_s_median", "compute_s_median", "wait_s_median", "data_wait_share"):
+            row[key] = s.get(key)
+        row["window_valid"] = (s.get("window") or {}).get("valid")
+        span = _window_span(steps, (s.get("window") or {}).get("first_step"))
+        row.update(_processes(samples or [], rank, span))
+        rows.append(row)
+    return rows
+
+
+def _window_span(steps: list[dict], first_step: int | None) -> tuple[float, float] | None:
+    inside = [s for s in steps if first_step is None or s.get("n", s.get("step", 0)) >= first_step]
+    if not inside:
+        return None
+    return inside[0]["t0"], inside[-1]["t1"]
+
+
+def _processes(samples: list[dict], rank: int, span: tuple[float, float] | None) -> dict[str, Any]:
+    """The rank's process and workers over ``span`` (all samples where there is none)."""
+    key = str(rank)
+    rows = [s["ranks"][key] for s in samples
+            if s.get("type") == "sample" and isinstance(s.get("ranks"), dict) and isinstance(s["ranks"].get(key), dict)
+            and (span is None or span[0] <= s.get("t", 0) <= span[1])]
+    if not rows:
+        return {}
+
+    def med(k: str) -> float | None:
+        vals = [r[k] for r in rows if isinstance(r.get(k), (int, float))]
+        return round(statistics.median(vals), 1) if vals else None
+
+    return {"cpu_pct": med("cpu"), "workers": med("workers"), "workers_cpu_pct": med("workers_cpu")}
