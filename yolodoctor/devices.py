@@ -17,6 +17,12 @@ class DeviceRequest:
         return len(self.indices) if self.kind == "cuda" else 0
 
 
+def ddp_requested(value: Any) -> bool:
+    """Whether `device=` asks Ultralytics for several GPUs: it then trains them with DDP, launching
+    torch.distributed.run with one process per GPU (``device=0,1``, or ``-1,-1`` for two idle ones)."""
+    return parse_device(value, True).gpus > 1
+
+
 def parse_device(value: Any, cuda_available: bool) -> DeviceRequest:
     if value is None or (isinstance(value, str) and value.strip() == ""):
         return DeviceRequest("cuda", (0,), auto=True) if cuda_available else DeviceRequest("cpu", auto=True)

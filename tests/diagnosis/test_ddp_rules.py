@@ -71,3 +71,18 @@ def test_workers_over_cores_small_batch_per_gpu_and_collectives():
     assert not {"DD202", "DD203", "DD204"} & {f.id for f in evaluate(rules, calm)[0]}
     single = {k: v for k, v in base.items() if not k.startswith("ranks.")}
     assert not {"DD202", "DD203", "DD204"} & {f.id for f in evaluate(rules, single)[0]}
+
+
+def test_the_live_facts_follow_every_rank(tmp_path):
+    import gzip
+    import shutil
+
+    from yolodoctor.diagnosis.facts import live
+
+    run = tmp_path / "run"
+    shutil.copytree(PROFILES / "cpu-ddp2-straggler", run)
+    for gz in run.glob("*.jsonl.gz"):  # a live run's streams are plain files
+        gz.with_suffix("").write_bytes(gzip.decompress(gz.read_bytes()))
+        gz.unlink()
+    f = live(run, window_s=1e9)
+    assert f["ranks.count"] == 2 and f["ranks.straggler"] == 1 and f["ranks.wait_excess_share"] > 0.1

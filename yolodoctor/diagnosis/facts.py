@@ -404,8 +404,11 @@ def live(run_dir: str | Path, window_s: float = 30.0, now: float | None = None) 
                 if e.get("type") == "loader_capacity"), None)
     trace = next(({k: v for k, v in e.items() if k not in ("type", "t")} for e in reversed(events)
                   if e.get("type") == "trace"), None)
+    from yolodoctor.record import ranks
+
     prof = Profile(settings=settings, summary=summary, loader_capacity=cap, trace=trace,
-                   status="running" if not any(e.get("type") == "run_end" for e in events) else "complete")
+                   status="running" if not any(e.get("type") == "run_end" for e in events) else "complete",
+                   ranks=ranks.summarise(run, samples, rank0_events=events))  # DDP: every rank's stream so far
     lo = recent[0]["t0"] if recent else end - window_s
     return from_profile(prof, events=events, samples=[s for s in samples if s.get("t", 0) >= lo - 1.0
                                                        or s.get("type") == "sampler_start"])

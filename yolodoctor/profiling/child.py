@@ -4,6 +4,11 @@
 
 It ends with a ``run_end`` event saying how the training ended, and exits 0 (complete), 1 (crashed, out of memory),
 130 (SIGINT) or 143 (SIGTERM). Everything it prints is Ultralytics' log.
+
+With several GPUs (``device=0,1``, spec.json ``ddp``) this process only launches: Ultralytics' train() writes its
+temporary DDP script, pickles the trainer's callbacks into it and runs torch.distributed.run. The callbacks are
+then the module-level hooks that the injected sitecustomize registered (profiling/hooks.py), and each rank records
+itself (events.jsonl for rank 0, events-rank{R}.jsonl); this process writes events-launcher.jsonl.
 """
 
 from __future__ import annotations
@@ -53,9 +58,49 @@ def no_dataset_downloads() -> None:
             module.check_det_dataset = check_det_dataset
 
 
+def launch_ddp(run_dir: str, spec: dict[str, Any]) -> int:
+    """Ultralytics' own DDP launch, recorded in events-launcher.jsonl (the ranks record their training)."""
+    import os
+    import threading
+    from pathlib import Path
+
+    from yolodoctor.record.events import EventWriter
+    from yolodoctor.record.profile import LAUNCHER_EVENTS
+
+    events = EventWriter(Path(run_dir) / LAUNCHER_EVENTS)
+    events.write("run_start", pid=os.getpid(), tid=threading.get_native_id(), rank=-1, launcher=True)
+    status, reason, code = "complete", None, 0
+    try:
+        from ultralytics import YOLO
+
+        events.write("imported")
+        no_dataset_downloads()
+        args = dict(spec["args"])
+        apply_torch_flags(spec.get("torch_flags") or {})
+        model = YOLO(args.pop("model"))
+        events.write("model_built")
+        model.train(**args)
+    except BaseException as e:
+        reason, code = classify_error(e)
+        status = "incomplete"
+        events.write("error", reason=reason)
+    finally:
+        events.write("run_end", status=status, reason=reason, launcher=True)
+        events.close()
+    return code
+
+
 def main(run_dir: str) -> int:
     signals.install()
-    session = Session(run_dir)
+    import json
+    from pathlib import Path
+
+    from yolodoctor.record.profile import SPEC
+
+    spec = json.loads((Path(run_dir) / SPEC).read_text())
+    if spec.get("ddp"):
+        return launch_ddp(run_dir, spec)
+    session = Session(run_dir, spec)
     status, reason, code = "complete", None, 0
     try:
         from ultralytics import YOLO

@@ -93,6 +93,10 @@ def patch_trainer(trainer_module: Any) -> None:
     from yolodoctor.profiling.session import ENV_RUN_DIR
 
     spec = json.loads((Path(os.environ[ENV_RUN_DIR]) / "spec.json").read_text())
+    if spec.get("ddp"):  # a rank of `profile device=0,1`: as in yolodoctor's own training process, no downloads
+        from yolodoctor.profiling.child import no_dataset_downloads
+
+        no_dataset_downloads()
     plan, flags = dict(spec.get("overrides") or {}), dict(spec.get("torch_flags") or {})
     base = getattr(trainer_module, "BaseTrainer", None)
     if base is None or (not plan and not flags) or getattr(base.__init__, "_yolodoctor", False):

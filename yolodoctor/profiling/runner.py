@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from yolodoctor.profiling import hostprobe
 from yolodoctor.record.events import read_events
-from yolodoctor.record.profile import EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
+from yolodoctor.record.profile import EVENTS, LAUNCHER_EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
 from yolodoctor.record.rundir import (
     exclusive_dir,
     low_disk,
@@ -79,12 +79,16 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     builds (inject/__init__.py), so the program's file is never edited."""
     if overrides and not command:
         args = {**(args or {}), **overrides}
+    from yolodoctor.devices import ddp_requested
     from yolodoctor.profiling.sampler_process import start_sampler, stop_sampler
     from yolodoctor.profiling.session import ENV_RUN_DIR
     from yolodoctor.profiling.watch import OUTPUT, OutputPump, RunProgress, child_env, current
 
     watch = current()
     mode = "script" if command else "args"
+    # several GPUs in args mode: Ultralytics launches the ranks itself and pickles the trainer's callbacks into them,
+    # so the ranks are followed as in script mode (module-level hooks through the injected sitecustomize)
+    ddp = mode == "args" and ddp_requested((args or {}).get("device"))
     run = make_run_dir(out)
     profile = Profile(mode=mode, args=args or {}, command=command,
                       steps_limit=steps if isinstance(steps, int) else None)
@@ -97,7 +101,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
                                        "env": env_extra or {}, "torch_flags": torch_flags or {},
                                        "overrides": (overrides or {}) if command else {},
                                        "trace": trace, "profiler_log": watch.debug,
-                                       "loader_capacity": loader_seconds > 0,
+                                       "loader_capacity": loader_seconds > 0, "ddp": ddp,
                                        "loader_seconds": loader_seconds})
         profile.save(run)
     except OSError as e:
@@ -109,7 +113,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
 
     env = dict(os.environ)
     pkg_root = str(Path(__file__).resolve().parents[2])
-    extra = [pkg_root] if mode == "args" else [str(Path(__file__).resolve().parent / "inject"), pkg_root]
+    extra = [pkg_root] if mode == "args" and not ddp else [str(Path(__file__).resolve().parent / "inject"), pkg_root]
     env["PYTHONPATH"] = os.pathsep.join([*extra, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     env[ENV_RUN_DIR] = str(run.resolve())
     env.update({k: str(v) for k, v in (env_extra or {}).items()})
@@ -187,6 +191,11 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
     release_space(run)
     events = list(read_events(run / EVENTS))
     end = next((e for e in reversed(events) if e.get("type") == "run_end"), None)
+    launcher = list(read_events(run / LAUNCHER_EVENTS))  # `profile device=0,1`: the process that launched the ranks
+    launched = next((e for e in reversed(launcher) if e.get("type") == "run_end"), None)
+    if launched is not None and launched.get("status") != "complete" and (end is None or
+                                                                         end.get("status") == "complete"):
+        end = launched  # the launch failed (no rank started, or one crashed): its reason is the run's
     profile.summary = summarise(events)
     main = profile.summary.get("train_index", 0)
     profile.settings = next((e.get("settings") or {} for e in events
@@ -226,7 +235,7 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
     profile.summary["bounded"] = bool(end and end.get("bounded"))
     _fold_ranks(run, profile, events)
     if span is not None:
-        profile.summary["phases"] = phases(events, *span)
+        profile.summary["phases"] = phases(sorted(launcher + events, key=lambda e: e.get("t") or 0.0), *span)
     try:
         profile.save(run)
     except OSError as e:

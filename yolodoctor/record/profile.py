@@ -2,7 +2,10 @@
 
 A run directory holds
   profile.json    this record (schema below), rewritten atomically at start and at the end of the run
-  events.jsonl    the training process's live event stream (steps, epochs, settings, errors), flushed per line
+  events.jsonl    the training process's live event stream (steps, epochs, settings, errors), flushed per line;
+                  under DDP rank 0's, beside events-rank{R}.jsonl of the others and, where yolodoctor started
+                  Ultralytics' own DDP launcher (`profile device=0,1`), events-launcher.jsonl of the process that
+                  launched the ranks
   samples.jsonl   the sampler's stream (CPU, threads, workers, disk, memory, GPU via NVML), flushed per line
   trace.json.gz   the torch.profiler window, Chrome/Perfetto format (open it at ui.perfetto.dev)
   spec.json       what was asked: the train arguments or the command, and the step bound
@@ -41,6 +44,7 @@ from yolodoctor.version import SCHEMA, __version__
 
 PROFILE = "profile.json"
 EVENTS = "events.jsonl"
+LAUNCHER_EVENTS = "events-launcher.jsonl"  # `profile device=0,1`: the process that starts Ultralytics' DDP ranks
 SAMPLES = "samples.jsonl"
 SPEC = "spec.json"
 
