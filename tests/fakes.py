@@ -84,6 +84,10 @@ class FakeNvmlLib:
 
     # -- live telemetry (the sampler); each value comes from the GPU's dict, with an idle default ------------------
 
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        self._check("nvmlDeviceGetComputeRunningProcesses")
+        return [SimpleNamespace(pid=p, usedGpuMemory=None) for p in self.gpus[h].get("pids", [])]
+
     def nvmlDeviceGetUtilizationRates(self, h):
         self._check("nvmlDeviceGetUtilizationRates")
         return SimpleNamespace(gpu=self.gpus[h].get("util", 0), memory=self.gpus[h].get("mem_util", 0))

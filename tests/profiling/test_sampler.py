@@ -744,3 +744,23 @@ def test_ranks_are_told_apart_by_their_environment_and_their_roles_files(tmp_pat
     assert by_rank(rows) == {"0": {"pid": 2, "cpu": 95.0, "workers": 1, "workers_cpu": 40.0, "rss": 110},
                              "1": {"pid": 3, "cpu": 60.0, "workers": 1, "workers_cpu": 20.0, "rss": 120}}
     assert by_rank(rows[-1:]) == {}
+
+
+def test_each_rank_is_given_the_gpu_its_process_runs_on():
+    from yolodoctor.profiling.gpu import RankGpus
+
+    lib = FakeNvmlLib([dict(T4, util=10, pids=[999]), dict(H200, util=97, mem_used=40 << 30, pids=[3]),
+                       dict(H200, uuid="GPU-second", util=55, pids=[2, 7])])
+    gpus = RankGpus(Nvml.open(lib))
+    ranks = {"0": {"pid": 2}, "1": {"pid": 3}, "2": {"pid": 4}}
+    gpus.annotate(ranks, now=0.0)
+    assert ranks["0"]["gpu"] == {"index": 2, "uuid": "GPU-second", "util": 55, "mem_used": 0}
+    assert ranks["1"]["gpu"]["uuid"] == H200["uuid"] and ranks["1"]["gpu"]["util"] == 97
+    assert "gpu" not in ranks["2"]  # NVML lists no GPU for that process (another namespace, or not started yet)
+    lib.gpus[1]["pids"], lib.gpus[1]["util"] = [4], 12  # rank 2 starts: seen at the next scan, not before
+    later = {"2": {"pid": 4}}
+    gpus.annotate(later, now=1.0)
+    assert "gpu" not in later["2"]
+    gpus.annotate(later, now=10.0)
+    assert later["2"]["gpu"]["util"] == 12
+    RankGpus(Nvml.open(FakeNvmlLib([], init_error="Driver Not Loaded"))).annotate(later, now=0.0)  # no NVML: quiet

@@ -117,6 +117,14 @@ class Nvml:
     def _const(self, name: str) -> Any:
         return getattr(self._lib, name, _PYNVML_CONSTANTS.get(name))
 
+    def compute_pids(self, handle: Any) -> set[int] | None:
+        """The processes running CUDA work on this GPU (NVML's pids: those of this machine's process namespace only
+        where the container shares it), or None when NVML cannot say."""
+        procs = self.call("nvmlDeviceGetComputeRunningProcesses", handle)
+        if procs is None:
+            return None
+        return {int(p.pid) for p in procs if isinstance(getattr(p, "pid", None), int)}
+
     def utilization(self, handle: Any) -> dict[str, int | None] | None:
         """Device-wide utilisation %, averaged by the driver over its last sample period (up to a second)."""
         u = self.call("nvmlDeviceGetUtilizationRates", handle)

@@ -16,6 +16,55 @@ UTIL_SAMPLES_S = 1.0
 PCIE_S = 1.0
 
 
+RANK_GPUS_S = 5.0  # how often the GPUs' compute processes are listed to find each DDP rank's GPU
+
+
+class RankGpus:
+    """Each DDP rank's own GPU, found by NVML's list of the processes running on each GPU (a rank's pid on it), and
+    that GPU's utilisation and memory at each sample. Nothing where NVML is missing or lists no rank (a container
+    whose process namespace NVML does not see)."""
+
+    def __init__(self, nvml: Nvml, rescan_s: float = RANK_GPUS_S) -> None:
+        self.nvml = nvml
+        self.rescan_s = rescan_s
+        self._next = -math.inf
+        self._by_pid: dict[int, tuple[int, Any, str]] = {}  # pid -> (NVML index, handle, UUID)
+
+    def _scan(self) -> None:
+        by_pid: dict[int, tuple[int, Any, str]] = {}
+        for index, handle in self.nvml.handles():
+            pids = self.nvml.compute_pids(handle)
+            if not pids:
+                continue
+            uuid = _text_uuid(self.nvml.call("nvmlDeviceGetUUID", handle))
+            for pid in pids:
+                by_pid[pid] = (index, handle, uuid)
+        self._by_pid = by_pid
+
+    def annotate(self, ranks: dict[str, dict[str, Any]], now: float) -> None:
+        """Adds ``gpu`` (index, uuid, util, mem_used) to each rank of a sample's ``ranks`` whose process runs on a
+        GPU."""
+        if not self.nvml.available or not ranks:
+            return
+        if now >= self._next:
+            self._next = now + self.rescan_s
+            self._scan()
+        for row in ranks.values():
+            pid = row.get("pid")
+            hit = self._by_pid.get(pid) if isinstance(pid, int) else None
+            if hit is None:
+                continue
+            index, handle, uuid = hit
+            util = self.nvml.utilization(handle)
+            mem = self.nvml.memory_used(handle)
+            row["gpu"] = {"index": index, "uuid": uuid, "util": util["gpu"] if util else None,
+                          "mem_used": mem[0] if mem else None}
+
+
+def _text_uuid(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v or "")
+
+
 class GpuSection:
     """``uuid``: torch's device UUID; without it, the first GPU CUDA_VISIBLE_DEVICES (``environ``) shows. Where none
     is found, ``handle`` is None and ``unavailable`` says why; ``match`` says how it was found ("uuid",

@@ -18,7 +18,7 @@ from typing import IO, Any
 import psutil
 
 from yolodoctor.api.nvml import Nvml
-from yolodoctor.profiling.gpu import PCIE_S, UTIL_SAMPLES_S, GpuSection
+from yolodoctor.profiling.gpu import PCIE_S, UTIL_SAMPLES_S, GpuSection, RankGpus
 from yolodoctor.profiling.procfs import ProcReader, rate
 from yolodoctor.profiling.proctree import RESCAN_S, THREAD_SCAN_S, ProcessTree
 
@@ -51,6 +51,7 @@ class Sampler:
         self.tree = ProcessTree(pid, tid=tid, roles_path=roles_path, ps=self.ps, proc=self.proc, rescan_s=rescan_s,
                                 thread_scan_s=thread_scan_s)
         self.gpu = GpuSection(self.nvml, gpu_uuid, environ, util_samples_s=util_samples_s, pcie_s=pcie_s)
+        self.rank_gpus = RankGpus(self.nvml)
         self._cpu_prev: Any = None
         self._disk_prev: Any = None
         self._last_t: float | None = None
@@ -89,7 +90,8 @@ class Sampler:
         procs = self._section("proc", lambda: self.tree.sample(now, wall))
         rec["proc"], rec["children"], rec["roles"] = procs if procs else (None, None, None)
         ranks = self.tree.ranks(rec["children"] or [])
-        if ranks:  # a DDP training: each rank's process and workers (absent for a single process)
+        if ranks:  # a DDP training: each rank's process, workers and GPU (absent for a single process)
+            self._section("rank_gpus", lambda: self.rank_gpus.annotate(ranks, now))
             rec["ranks"] = ranks
         if rec["proc"] is not None:
             rec["proc"]["thread"], rec["proc"]["threads_top"] = self._section(

@@ -41,9 +41,10 @@ def streams(run: str | Path) -> dict[int, Path]:
 
 def summarise(run: str | Path, samples: list[dict] | None = None,
               rank0_events: list[dict] | None = None) -> list[dict[str, Any]] | None:
-    """One row per rank: its steady window's figures (from its own steps, judged like a single process's) and the
-    median CPU of its process and of its train loader workers over that window (from ``samples``, where the sampler
-    saw the ranks). None for a single process. ``rank0_events``: rank 0's stream, where the caller has read it."""
+    """One row per rank: its steady window's figures (from its own steps, judged like a single process's), the
+    median CPU of its process and of its train loader workers over that window, and its own GPU (UUID, median
+    utilisation, peak memory) where NVML listed the rank's process on one (from ``samples``, where the sampler saw
+    the ranks). None for a single process. ``rank0_events``: rank 0's stream, where the caller has read it."""
     paths = streams(run)
     if not paths:
         return None
@@ -87,4 +88,11 @@ def _processes(samples: list[dict], rank: int, span: tuple[float, float] | None)
         vals = [r[k] for r in rows if isinstance(r.get(k), (int, float))]
         return round(statistics.median(vals), 1) if vals else None
 
-    return {"cpu_pct": med("cpu"), "workers": med("workers"), "workers_cpu_pct": med("workers_cpu")}
+    out: dict[str, Any] = {"cpu_pct": med("cpu"), "workers": med("workers"), "workers_cpu_pct": med("workers_cpu")}
+    gpus = [r["gpu"] for r in rows if isinstance(r.get("gpu"), dict)]
+    if gpus:  # the rank's own GPU, where NVML listed the rank's process on one
+        utils = [g["util"] for g in gpus if isinstance(g.get("util"), (int, float))]
+        mems = [g["mem_used"] for g in gpus if isinstance(g.get("mem_used"), (int, float))]
+        out.update(gpu_uuid=gpus[-1].get("uuid"), gpu_util_pct=round(statistics.median(utils), 1) if utils else None,
+                   gpu_mem_used_max=max(mems) if mems else None)
+    return out
