@@ -86,3 +86,22 @@ def test_the_live_facts_follow_every_rank(tmp_path):
         gz.unlink()
     f = live(run, window_s=1e9)
     assert f["ranks.count"] == 2 and f["ranks.straggler"] == 1 and f["ranks.wait_excess_share"] > 0.1
+
+
+def test_the_verdict_names_the_straggler_not_rank_0s_compute_and_the_report_shows_every_rank():
+    import os
+    import subprocess
+    import sys
+
+    from yolodoctor.presentation.verdict import verdict
+
+    d = diagnose(PROFILES / "cpu-ddp2-straggler")
+    v = verdict(d.facts, d.reported, d.run_dir, d.profile)
+    # rank 0 waits 5% and computes 95% of its step, but 38 ms of that compute is the all-reduce waiting for rank 1
+    assert v.bound == "input" and v.headline.startswith("Rank 1 waits 37 ms per step for its data")
+    b = diagnose(PROFILES / "cpu-ddp2-balanced")
+    assert verdict(b.facts, b.reported, b.run_dir, b.profile).bound == "cpu"
+    assert "cpu.train_thread_pct" not in d.facts  # the sampled process is the launcher: it trains nothing
+    out = subprocess.run([sys.executable, "-m", "yolodoctor", "diagnose", str(PROFILES / "cpu-ddp2-straggler")],
+                         capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"}).stdout
+    assert "rank 1        step 110.5 ms, data wait 36.5 ms, compute 70.5 ms, 0 worker(s)" in out

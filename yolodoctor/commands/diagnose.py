@@ -47,7 +47,11 @@ def run_diagnose(run_dir: Path, *, rule_dirs: list[str | Path] | None, as_json: 
         report.render_verdict(out, v)
         keys = [("rate (not steady)", k) if k == "run.images_per_s" and d.facts.get("run.window_valid") is False
                 else (label, k) for label, k in FACT_KEYS]
-        report.render_facts(out, d.facts, keys, report.setting_notes(
+        shown = dict(d.facts)
+        for r in d.profile.ranks or []:  # DDP: the ranks side by side
+            shown[f"ranks.{r.get('rank')}"] = report.rank_line(r)
+            keys.append((f"rank {r.get('rank')}", f"ranks.{r.get('rank')}"))
+        report.render_facts(out, shown, keys, report.setting_notes(
             d.facts, d.profile.args if d.profile.mode == "args" else None))
         if d.profile.status != "complete":
             out.print(f"[yellow]profile incomplete:[/] {escape(str(d.profile.reason))}")

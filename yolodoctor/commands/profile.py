@@ -27,6 +27,8 @@ def flat(p: Profile) -> dict:
     d.update({f"settings.{k}": v for k, v in p.settings.items()})
     d.update({f"loader_capacity.{k}": v for k, v in (p.loader_capacity or {}).items()})
     d.update({f"trace.{k}": v for k, v in ((p.trace or {}).get("summary") or {}).items()})
+    for r in p.ranks or []:  # DDP: the ranks side by side, each over its own steady window
+        d[f"ranks.{r.get('rank')}"] = report.rank_line(r)
     return d
 
 
@@ -39,6 +41,9 @@ def summary_rows(prof: Profile, facts: dict[str, Any], keys: list[tuple[str, str
         values["settings.cache"] = "none"
     notes = report.setting_notes(facts, prof.args if prof.mode == "args" else None)
     rows = list(keys)
+    if prof.ranks:
+        rows.insert(rows.index(("median step", "summary.step_s_median")) + 1, ("ranks", "summary.world_size"))
+        rows += [(f"rank {r.get('rank')}", f"ranks.{r.get('rank')}") for r in prof.ranks]
     window = (prof.summary or {}).get("window") or {}
     if window.get("valid") is False:
         rows = [("rate (not steady)", k) if k == "summary.images_per_s" else (label, k) for label, k in rows]

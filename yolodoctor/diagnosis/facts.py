@@ -591,7 +591,8 @@ def _sample_facts(f: dict[str, Any], samples: list[dict], span: tuple[float, flo
         rows = inside or rows
     if not rows:
         return
-    _put(f, "cpu.train_thread_pct", _median(_d(_d(s.get("proc")).get("thread")).get("cpu") for s in rows))
+    if not any(s.get("ranks") for s in rows):  # under DDP the sampled process launches the ranks, trains none
+        _put(f, "cpu.train_thread_pct", _median(_d(_d(s.get("proc")).get("thread")).get("cpu") for s in rows))
     _put(f, "cpu.process_pct", _median(_d(s.get("proc")).get("cpu") for s in rows))
     tw = [_d(_d(s.get("roles")).get("train_worker")) for s in rows]
     _put(f, "cpu.train_workers_pct", _median(r.get("cpu") for r in tw))

@@ -232,3 +232,17 @@ def setting_notes(facts: dict[str, Any], given: dict[str, Any] | None = None) ->
         out["settings.cache"] = (asked("cache", "ram") + ": its RAM guard trained uncached" + (
             f" (it wanted {gb[0]:.1f} GB, {gb[1]:.1f} GB available)" if all(isinstance(x, float) for x in gb) else ""))
     return out
+
+
+def rank_line(r: dict[str, Any]) -> str:
+    """One rank in a line: where its step goes, its loader and its GPU."""
+    def ms(key: str) -> str:
+        v = r.get(key)
+        return f"{1000 * v:.1f} ms" if isinstance(v, (int, float)) else "n/a"
+
+    parts = [f"step {ms('step_s_median')}", f"data wait {ms('wait_s_median')}", f"compute {ms('compute_s_median')}"]
+    if isinstance(r.get("workers"), (int, float)):
+        parts.append(f"{r['workers']:.0f} worker(s)")
+    if isinstance(r.get("gpu_util_pct"), (int, float)):
+        parts.append(f"GPU {r['gpu_util_pct']:.0f}% busy")
+    return ", ".join(parts)

@@ -23,6 +23,7 @@ from typing import Any
 from yolodoctor.findings import Finding, Severity, ranked
 
 INPUT_SHARE = 0.15  # data wait from which the loader bounds the step (DL201, DL204 act from here)
+STRAGGLER_SHARE = 0.1  # DDP: a rank's data wait beyond the others', as a share of the step (DD201 acts from here)
 BUSY_SHARE = 0.5  # GPU busy below this share of the step: the host sets the pace
 
 TITLES = {"input": "Input-bound (the data loader)", "host": "Host-bound (Python and kernel launches)",
@@ -124,7 +125,18 @@ def _bound(f: dict[str, Any], ordered: list[Finding], actionable: list[Finding])
     top_memory = next((x for x in actionable + warned if x.category == "memory"), None)
     top = actionable[0] if actionable else None
     share: float | None
-    if wait is not None and wait >= INPUT_SHARE:
+    excess = _get(f, "ranks.wait_excess_share")
+    if excess is not None and excess >= STRAGGLER_SHARE:  # under DDP one rank's loader paces them all
+        bound, share = "input", excess
+        headline = (f"rank {f['ranks.straggler']:.0f} waits {f['ranks.straggler_wait_ms']:.0f} ms per step for its "
+                    f"data, the other ranks {f['ranks.others_wait_ms']:.0f} ms: every rank waits for it at the "
+                    f"gradient all-reduce, {pct(excess)} of each step")
+        ev = [f"{f['ranks.count']:.0f} DDP ranks; rank 0's data wait {pct(wait)} of each step"
+              if wait is not None else f"{f['ranks.count']:.0f} DDP ranks"]
+        if _num(f.get("ranks.straggler_workers")) and _num(f.get("ranks.others_workers")):
+            ev.append(f"its loader ran {f['ranks.straggler_workers']:.0f} worker(s), the others' "
+                      f"{f['ranks.others_workers']:.0f}")
+    elif wait is not None and wait >= INPUT_SHARE:
         bound, share = "input", wait
         headline = f"the training waits for the next batch {pct(wait)} of each step"
         ev += _input_evidence(f, device)
