@@ -170,3 +170,57 @@ def test_a_two_rank_ddp_training_is_followed_rank_by_rank_in_one_run_directory(d
     assert seen == {"0": starts[0], "1": starts[1]}
     assert max(s["ranks"]["1"]["workers"] for s in samples if "1" in s["ranks"]) == 1  # rank 1's own worker
     assert (out / "roles-rank1.json").exists()
+
+
+def ddp(tmp_path, *flags, args=()):
+    """`yolodoctor profile FLAGS -- torchrun --nproc_per_node 2 train_ddp_cpu.py DATA PROJECT ARGS` on the CPU."""
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", "--loader-seconds", "0", "--out", str(out),
+                        *flags, "--", sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                        str(SCRIPTS / "train_ddp_cpu.py"), str(tmp_path / "data.yaml"), str(tmp_path / "ul"),
+                        *args], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**os.environ, "YOLO_OFFLINE": "1"})
+    return p, out
+
+
+@pytest.fixture
+def ddp_data(dataset, tmp_path):
+    (tmp_path / "data.yaml").write_text(Path(dataset).read_text().replace("path:", f"path: {Path(dataset).parent}  #"))
+    return tmp_path
+
+
+def test_ddp_ranks_with_different_workers_agree_on_one_bound(ddp_data):
+    # rank 1 runs no loader worker: its own default bound is shorter than rank 0's; stopping there would leave rank 0
+    # alone in the all-reduce for good
+    p, out = ddp(ddp_data, args=("1", "0"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    limits = [next(e["steps"] for e in read_events(out / n) if e["type"] == "steps_limit")
+              for n in ("events.jsonl", "events-rank1.jsonl")]
+    steps = [sum(e["type"] == "step" for e in read_events(out / n)) for n in ("events.jsonl", "events-rank1.jsonl")]
+    assert limits[0] == limits[1] == steps[0] == steps[1]
+
+
+def test_a_whole_ddp_run_counts_each_rank_its_own_share_of_images(ddp_data):
+    p, out = ddp(ddp_data, "--all", args=("1",))
+    assert p.returncode == 0, p.stderr[-3000:]
+    prof = record.load(out)
+    images = [e["images"] for n in ("events.jsonl", "events-rank1.jsonl") for e in read_events(out / n)
+              if e["type"] == "step"]
+    assert images == [4, 4, 4, 4]  # 16 images over 2 ranks, batch 8 split in 4s: 2 steps each
+    assert prof.summary["images"] == 16 and prof.summary["world_size"] == 2
+
+
+def test_a_ddp_program_that_trains_twice_is_followed_on_every_rank(ddp_data):
+    p, out = ddp(ddp_data, "--steps", "6", args=("1", "1", "twice"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    for name in ("events.jsonl", "events-rank1.jsonl"):
+        events = list(read_events(out / name))
+        assert [e["train_index"] for e in events if e["type"] == "bounded"] == [0, 1]
+        assert sum(e["type"] == "step" for e in events) == 12
+
+
+def test_a_rank_that_runs_out_of_memory_is_the_reason_not_the_others_broken_connection(ddp_data):
+    p, out = ddp(ddp_data, "--steps", "12", args=("1", "1", "oom@3"))
+    prof = record.load(out)
+    assert prof.status == "incomplete" and prof.reason.startswith("out-of-memory"), prof.reason
+    assert p.returncode == 1  # a failed training, not a Ctrl-C: fix rejects the trial and goes on

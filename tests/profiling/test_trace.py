@@ -51,3 +51,14 @@ def test_export_gz_leaves_no_uncompressed_trace_when_the_copy_fails(tmp_path, mo
     with pytest.raises(OSError):
         trace_mod.export_gz(Prof(), tmp_path / "trace.json.gz")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_nccl_time_counts_only_where_no_computation_overlaps_it():
+    gemm = Ev("sm90_xmma_gemm_bf16", "cuda", 0, 10_000)
+    hidden = Ev("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "cuda", 2_000, 6_000)  # under the GEMM
+    exposed = Ev("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "cuda", 10_000, 5_000)  # after it: the GPU only exchanges
+    s = summarise([gemm, hidden], steps=1)
+    assert s["nccl_ms_per_step"] == 0.0 and s["nccl_share"] == 0.0
+    s = summarise([gemm, hidden, exposed], steps=1)
+    assert s["nccl_ms_per_step"] == 5.0 and abs(s["nccl_share"] - 5 / 15) < 1e-9
+    assert summarise([Ev("aten::mm", "cpu", 0, 5, 5)], steps=1)["nccl_share"] is None  # no kernels, no figure

@@ -136,8 +136,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "trace.launch_cpu_ms": ("double", "CPU ms per step inside launch calls (inflated by CUPTI)"),
     "trace.tensor_core_share": ("double", "share of kernel time in tensor-core kernels (by kernel name)"),
     "trace.h2d_pageable_per_step": ("double", "host-to-device copies from pageable memory per step"),
-    "trace.nccl_ms": ("double", "GPU time per step in NCCL kernels (DDP's collectives), union of their intervals"),
-    "trace.nccl_share": ("double", "NCCL kernels' share of the GPU's busy time (trace)"),
+    "trace.nccl_ms": ("double", "GPU time per step in NCCL kernels (DDP's collectives) that no other kernel overlaps"),
+    "trace.nccl_share": ("double", "that exposed NCCL time's share of the GPU's busy time (trace)"),
     "trace.syncs_per_step": ("double", "device/stream synchronisations and .item() calls per step"),
     "check.decode_ms": ("double", "check: median decode+resize ms per image on one core"),
     "check.image_formats_png_share": ("double", "check: share of PNG images"),
@@ -341,8 +341,8 @@ def from_profile(profile: Profile, run_dir: str | Path | None = None, *, events:
     cap = profile.loader_capacity or {}
     _put(f, "loader.capacity_images_per_s", cap.get("images_per_s"))
     _put(f, "loader.capacity_valid", cap.get("valid"))
-    if f.get("loader.capacity_images_per_s") and f.get("run.images_per_s"):
-        f["loader.headroom"] = f["loader.capacity_images_per_s"] / f["run.images_per_s"]
+    if f.get("loader.capacity_images_per_s") and f.get("run.images_per_s"):  # one rank's loader, one rank's share
+        f["loader.headroom"] = f["loader.capacity_images_per_s"] / (f["run.images_per_s"] / f["run.ranks"])
     _put(f, "loader.prefetch_depth", win.get("prefetch_depth"))
     _trace_facts(f, _d(_d(profile.trace).get("summary")))
     _rank_facts(f, profile.ranks, st)
@@ -361,10 +361,14 @@ def from_profile(profile: Profile, run_dir: str | Path | None = None, *, events:
 
 def _rank_facts(f: dict[str, Any], ranks: list[dict] | None, st: dict[str, Any]) -> None:
     """A DDP training's ranks (record/ranks.py): who waits longest for data, and by how much beyond the others."""
-    rows = [r for r in ranks or [] if isinstance(r, dict) and _num(r.get("wait_s_median"))]
+    every = [r for r in ranks or [] if isinstance(r, dict)]
+    rows = [r for r in every if _num(r.get("wait_s_median"))]
+    if len(every) >= 2:
+        f["ranks.count"] = float(len(every))
+        if _num(st.get("batch")):
+            f["ranks.batch_per_rank"] = st["batch"] / len(every)
     if len(rows) < 2:
         return
-    f["ranks.count"] = float(len(rows))
     slow = max(rows, key=lambda r: r["wait_s_median"])
     others = [r for r in rows if r is not slow]
     others_wait = statistics.median(r["wait_s_median"] for r in others)
@@ -377,11 +381,9 @@ def _rank_facts(f: dict[str, Any], ranks: list[dict] | None, st: dict[str, Any])
         f["ranks.wait_excess_share"] = max(0.0, slow["wait_s_median"] - others_wait) / step
     _put(f, "ranks.straggler_workers", slow.get("workers"))
     _put(f, "ranks.others_workers", _median(r.get("workers") for r in others))
-    workers = [w for w in (r.get("workers") for r in rows) if _num(w)]
-    if len(workers) == len(rows):
+    workers = [w for w in (r.get("workers") for r in every) if _num(w)]
+    if len(workers) == len(every):
         f["ranks.workers_total"] = float(sum(workers))
-    if _num(st.get("batch")):
-        f["ranks.batch_per_rank"] = st["batch"] / len(rows)
 
 
 def live(run_dir: str | Path, window_s: float = 30.0, now: float | None = None) -> dict[str, Any]:
@@ -406,9 +408,12 @@ def live(run_dir: str | Path, window_s: float = 30.0, now: float | None = None) 
                   if e.get("type") == "trace"), None)
     from yolodoctor.record import ranks
 
+    rows = ranks.summarise(run, samples, rank0_events=events, since=end - window_s)  # DDP: every rank, same window
+    if rows:
+        ranks.fold(summary, rows)
     prof = Profile(settings=settings, summary=summary, loader_capacity=cap, trace=trace,
                    status="running" if not any(e.get("type") == "run_end" for e in events) else "complete",
-                   ranks=ranks.summarise(run, samples, rank0_events=events))  # DDP: every rank's stream so far
+                   ranks=rows)
     lo = recent[0]["t0"] if recent else end - window_s
     return from_profile(prof, events=events, samples=[s for s in samples if s.get("t", 0) >= lo - 1.0
                                                        or s.get("type") == "sampler_start"])

@@ -23,7 +23,8 @@ from typing import Any
 from yolodoctor.findings import Finding, Severity, ranked
 
 INPUT_SHARE = 0.15  # data wait from which the loader bounds the step (DL201, DL204 act from here)
-STRAGGLER_SHARE = 0.1  # DDP: a rank's data wait beyond the others', as a share of the step (DD201 acts from here)
+STRAGGLER_SHARE = 0.1  # DDP: a rank's data wait beyond the others', as a share of the step, and at least
+STRAGGLER_MS = 2.0  # this many ms: DD201's condition (rules/DD201-rank-straggler.yaml)
 BUSY_SHARE = 0.5  # GPU busy below this share of the step: the host sets the pace
 
 TITLES = {"input": "Input-bound (the data loader)", "host": "Host-bound (Python and kernel launches)",
@@ -126,7 +127,10 @@ def _bound(f: dict[str, Any], ordered: list[Finding], actionable: list[Finding])
     top = actionable[0] if actionable else None
     share: float | None
     excess = _get(f, "ranks.wait_excess_share")
-    if excess is not None and excess >= STRAGGLER_SHARE:  # under DDP one rank's loader paces them all
+    gap = (f["ranks.straggler_wait_ms"] - f["ranks.others_wait_ms"]
+           if _num(f.get("ranks.straggler_wait_ms")) and _num(f.get("ranks.others_wait_ms")) else None)
+    if excess is not None and excess >= STRAGGLER_SHARE and gap is not None and gap >= STRAGGLER_MS:
+        # under DDP one rank's loader paces them all
         bound, share = "input", excess
         headline = (f"rank {f['ranks.straggler']:.0f} waits {f['ranks.straggler_wait_ms']:.0f} ms per step for its "
                     f"data, the other ranks {f['ranks.others_wait_ms']:.0f} ms: every rank waits for it at the "

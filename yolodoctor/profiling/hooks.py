@@ -93,6 +93,8 @@ def patch_trainer(trainer_module: Any) -> None:
     from yolodoctor.profiling.session import ENV_RUN_DIR
 
     spec = json.loads((Path(os.environ[ENV_RUN_DIR]) / "spec.json").read_text())
+    if spec.get("ddp") and os.environ.get("RANK") is None:
+        return  # `profile device=0,1`'s launcher: it trains nothing and applied the run's flags itself (child.py)
     if spec.get("ddp"):  # a rank of `profile device=0,1`: as in yolodoctor's own training process, no downloads
         from yolodoctor.profiling.child import no_dataset_downloads
 

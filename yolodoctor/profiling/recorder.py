@@ -111,6 +111,11 @@ class Recorder:
 
     # ---------------------------------------------------------------- callbacks
     def on_pretrain_routine_start(self, trainer: Any) -> None:
+        self._begin(trainer)
+
+    def _begin(self, trainer: Any) -> None:
+        """A new train() call. Ultralytics runs on_pretrain_routine_start on rank 0 (or a single process) only, so
+        the other DDP ranks begin here from on_train_start, which every rank runs."""
         self.trainer = weakref.ref(trainer)  # for the session's clean-up after an interrupted run
         self.train_index += 1
         self.steps = 0
@@ -129,6 +134,8 @@ class Recorder:
     def on_train_start(self, trainer: Any) -> None:
         import torch
 
+        if self.trainer() is not trainer:  # a DDP rank other than 0: no on_pretrain_routine_start came
+            self._begin(trainer)
         self._cuda = getattr(trainer.device, "type", "cpu") == "cuda"
         settings = effective_settings(trainer)
         self._workers, self._prefetch = settings.get("workers") or 0, settings.get("prefetch_factor")
@@ -170,11 +177,15 @@ class Recorder:
     def on_train_batch_end(self, trainer: Any) -> None:
         c0 = time.perf_counter()
         now = time.monotonic()
-        nb = len(trainer.train_loader)
-        n = len(trainer.train_loader.dataset)
+        loader = trainer.train_loader
+        nb = len(loader)
         bs = trainer.batch_size
-        images = getattr(trainer.train_loader, "_yd_last_n", None) or (
-            bs if self.i % nb < nb - 1 else max(n - (nb - 1) * bs, 1))
+        # this process's batches: under DDP the loader's batch is the rank's share and its sampler the rank's shard
+        lbs = getattr(loader, "batch_size", None) or bs
+        sampler = getattr(loader, "sampler", None)
+        n = len(sampler) if sampler is not None and hasattr(sampler, "__len__") else len(loader.dataset)
+        images = getattr(loader, "_yd_last_n", None) or (
+            lbs if self.i % nb < nb - 1 else max(n - (nb - 1) * lbs, 1))
         rec = {"epoch": trainer.epoch, "i": self.i, "step": self.total_steps, "n": self.steps,
                "train_index": self.train_index,
                "t0": self.t_start, "t1": now, "wait": self.wait, "compute": now - self.t_start, "images": images,

@@ -192,10 +192,9 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
     events = list(read_events(run / EVENTS))
     end = next((e for e in reversed(events) if e.get("type") == "run_end"), None)
     launcher = list(read_events(run / LAUNCHER_EVENTS))  # `profile device=0,1`: the process that launched the ranks
-    launched = next((e for e in reversed(launcher) if e.get("type") == "run_end"), None)
-    if launched is not None and launched.get("status") != "complete" and (end is None or
-                                                                         end.get("status") == "complete"):
-        end = launched  # the launch failed (no rank started, or one crashed): its reason is the run's
+    failed = [e for e in (end, _run_end(launcher), *_rank_ends(run)) if e is not None and e.get("status") != "complete"]
+    if failed:  # under DDP the first failure is the cause (a rank's OOM); the others' ends are its side effects
+        end = min(failed, key=_time)
     profile.summary = summarise(events)
     main = profile.summary.get("train_index", 0)
     profile.settings = next((e.get("settings") or {} for e in events
@@ -246,9 +245,26 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
     return profile
 
 
+def _time(e: dict) -> float:
+    t = e.get("t")
+    return float(t) if isinstance(t, (int, float)) else float("inf")
+
+
+def _run_end(events: list[dict]) -> dict | None:
+    return next((e for e in reversed(events) if e.get("type") == "run_end"), None)
+
+
+def _rank_ends(run: Path) -> list[dict]:
+    """The ``run_end`` of every DDP rank other than 0 (rank 0's stream is events.jsonl)."""
+    from yolodoctor.record import ranks
+
+    return [e for r, path in ranks.streams(run).items() if r != 0
+            if (e := _run_end(list(read_events(path)))) is not None]
+
+
 def _fold_ranks(run: Path, profile: Profile, events: list[dict]) -> None:
-    """A DDP training's ranks side by side (record/ranks.py), and the summary's throughput made the whole training's:
-    images and images/s summed over the ranks (rank 0's own stay in ``ranks``), ``world_size`` the number of ranks."""
+    """A DDP training's ranks side by side (record/ranks.py), and the summary's throughput made the whole training's
+    (ranks.fold)."""
     from yolodoctor.record import ranks
 
     if not ranks.streams(run):
@@ -257,17 +273,7 @@ def _fold_ranks(run: Path, profile: Profile, events: list[dict]) -> None:
     if not rows:
         return
     profile.ranks = rows
-    s = profile.summary
-    s["world_size"] = len(rows)
-    rates = [r for r in (row.get("images_per_s") for row in rows) if isinstance(r, (int, float)) and r > 0]
-    r0 = s.get("images_per_s")
-    if r0 and len(rates) == len(rows):
-        total = sum(rates)
-        for key in ("images_per_s_p10", "images_per_s_p90"):  # the ranks move in step: rank 0's spread, scaled
-            if isinstance(s.get(key), (int, float)):
-                s[key] = s[key] * total / r0
-        s["images_per_s"] = total
-    s["images"] = sum(r.get("images") or 0 for r in rows)
+    ranks.fold(profile.summary, rows)
 
 
 def phases(events: list[dict], spawned: float, ended: float) -> dict[str, float]:

@@ -45,6 +45,18 @@ def world_size() -> int:
         return 1
 
 
+def agree_max(value: int) -> int:
+    """The largest of every DDP rank's ``value`` (each rank calls this at the same point of its training), through
+    torch.distributed's object gather, which works over gloo and NCCL alike; ``value`` where no process group runs."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
+    got: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(got, int(value))
+    return max(int(v) for v in got if v is not None)
+
+
 def events_name(r: int) -> str:
     return EVENTS if r in (-1, 0) else f"events-rank{r}.jsonl"
 
@@ -83,6 +95,8 @@ class Session:
             # DDP ranks must stop at the same step (each waits for the others at every gradient all-reduce): a bound
             # one rank moved on its own evidence would leave the others waiting, so under DDP it never moves
             ddp = world_size() > 1
+            if ddp:  # each rank's default follows its own workers: all take the largest
+                self.recorder.steps_limit = agree_max(self.recorder.steps_limit)
             self.recorder.extend_to = None if ddp else bounds.max_steps(workers, pf)
             self.events.write("steps_limit", steps=self.recorder.steps_limit, extend_to=self.recorder.extend_to,
                               rule="SETTLE + one prefetch depth + two windows"

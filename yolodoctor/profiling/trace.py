@@ -120,12 +120,14 @@ def summarise(events: list[Ev], steps: int, wall_s: float | None = None) -> dict
                         for n, d in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:10]],
         "memcpy_per_step": {k: v / steps for k, v in Counter(_copy_kind(c.name) for c in copies).items()},
     })
-    # DDP's collectives (gradient all-reduce, broadcasts) run as NCCL kernels: their time, and its share of the GPU's
-    # busy time, is what the ranks spend exchanging (and waiting for each other) rather than computing
-    nccl = _union_us((k.start_us, k.start_us + k.dur_us) for k in kernels if "nccl" in k.name.lower())
-    out["nccl_ms_per_step"] = nccl / 1000 / steps
+    # DDP's collectives (gradient all-reduce, broadcasts) run as NCCL kernels, overlapped with the backward pass where
+    # DDP can: what they add is their time not covered by any other kernel - the GPU exchanging (or waiting for the
+    # other ranks) rather than computing
     busy = out["kernel_busy_ms_per_step"] * steps * 1000
-    out["nccl_share"] = nccl / busy if busy else 0.0
+    compute = _union_us((k.start_us, k.start_us + k.dur_us) for k in kernels if "nccl" not in k.name.lower())
+    exposed = max(0.0, busy - compute)
+    out["nccl_ms_per_step"] = exposed / 1000 / steps
+    out["nccl_share"] = exposed / busy if busy else 0.0
     if wall_s:
         out["gpu_busy_share"] = min(1.0, out["kernel_busy_ms_per_step"] * steps / 1000 / wall_s)
     return out

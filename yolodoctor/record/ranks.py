@@ -39,12 +39,30 @@ def streams(run: str | Path) -> dict[int, Path]:
     return {0: run / EVENTS, **dict(sorted(found.items()))}
 
 
-def summarise(run: str | Path, samples: list[dict] | None = None,
-              rank0_events: list[dict] | None = None) -> list[dict[str, Any]] | None:
+def fold(summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Make rank 0's ``summary`` the whole training's: ``world_size``, and images and images/s summed over the ranks
+    (the p10/p90 rates scaled alike: the ranks move in step) where every rank has a rate; rank 0's own figures stay
+    in its row. Nothing is summed where a rank has none, so the summary never mixes rank 0's figures with totals."""
+    summary["world_size"] = len(rows)
+    rates = [r for r in (row.get("images_per_s") for row in rows) if isinstance(r, (int, float)) and r > 0]
+    r0 = summary.get("images_per_s")
+    if not r0 or len(rates) != len(rows):
+        return
+    total = sum(rates)
+    for key in ("images_per_s_p10", "images_per_s_p90"):
+        if isinstance(summary.get(key), (int, float)):
+            summary[key] = summary[key] * total / r0
+    summary["images_per_s"] = total
+    summary["images"] = sum(r.get("images") or 0 for r in rows)
+
+
+def summarise(run: str | Path, samples: list[dict] | None = None, rank0_events: list[dict] | None = None,
+              since: float | None = None) -> list[dict[str, Any]] | None:
     """One row per rank: its steady window's figures (from its own steps, judged like a single process's), the
     median CPU of its process and of its train loader workers over that window, and its own GPU (UUID, median
     utilisation, peak memory) where NVML listed the rank's process on one (from ``samples``, where the sampler saw
-    the ranks). None for a single process. ``rank0_events``: rank 0's stream, where the caller has read it."""
+    the ranks). None for a single process. ``rank0_events``: rank 0's stream, where the caller has read it.
+    ``since``: only the steps that ended after it, taken whole as the window (a live run's rolling window)."""
     paths = streams(run)
     if not paths:
         return None
@@ -55,8 +73,10 @@ def summarise(run: str | Path, samples: list[dict] | None = None,
         main = max({s.get("train_index", 0) for s in steps}, key=lambda t: sum(s.get("train_index", 0) == t
                                                                               for s in steps), default=0)
         steps = [s for s in steps if s.get("train_index", 0) == main]
+        if since is not None:
+            steps = [s for s in steps if isinstance(s.get("t1"), (int, float)) and s["t1"] >= since]
         settings = settings_of(events, main) or settings_of(events, -1)
-        s = summarise_train(steps, settings)
+        s = summarise_train(steps, settings, whole=since is not None)
         pid = next((e.get("pid") for e in events if e.get("type") == "run_start"), None)
         row: dict[str, Any] = {"rank": rank, "pid": pid, "steps": s["steps"], "images": s["images"]}
         for key in ("images_per_s", "step_s_median", "compute_s_median", "wait_s_median", "data_wait_share"):
