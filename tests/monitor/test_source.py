@@ -194,3 +194,25 @@ def test_tail_of_a_fifo_fails_at_once_instead_of_waiting_for_a_writer(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(OSError, match="not a regular file"):
         Tail(fifo).read()  # the app shows "monitor source failed: ..." for this
+
+
+def test_a_ddp_run_is_followed_on_every_rank_as_it_grows(rules, tmp_path):
+    # the recorded two-rank straggler, written out as a live run: rank 1's stream appears beside rank 0's
+    run = tmp_path / "live"
+    run.mkdir()
+    src_dir = PROFILES / "cpu-ddp2-straggler"
+    prof = json.loads((src_dir / "profile.json").read_text())
+    (run / "profile.json").write_text(json.dumps({**prof, "status": "running", "reason": None, "ranks": None}))
+    (run / "spec.json").write_text((src_dir / "spec.json").read_text())
+    src = RunDirSource(run, rules=rules)
+    src.poll()
+    for name in ("events.jsonl", "samples.jsonl", "events-rank1.jsonl"):
+        (run / name).write_bytes(gzip.decompress((src_dir / f"{name}.gz").read_bytes()))
+    snap = src.poll()  # reads every stream, rank 1's too, and evaluates once
+    for _ in range(3):  # the live engine names a finding after 3 evaluations that agree
+        src.state.evaluate()
+    fired = {f.id for f in src.state.engine.active.values()}
+    f = src.state.facts
+    assert f["ranks.count"] == 2 and f["ranks.straggler"] == 1 and snap.train["ranks"] == 2
+    assert f["run.images_per_s"] / prof["summary"]["images_per_s"] > 0.8  # the ranks summed, not rank 0 alone
+    assert "DD201" in fired

@@ -19,6 +19,7 @@ from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.engine import LiveEngine
 from yolodoctor.diagnosis.rules import Compiled
 from yolodoctor.findings import Finding, ranked
+from yolodoctor.record import ranks
 from yolodoctor.record.profile import Profile
 from yolodoctor.record.summary import summarise_train
 
@@ -94,6 +95,8 @@ class LiveState:
         self.label = label
         self.events: list[dict] = []  # every event but steps
         self.steps: deque[dict] = deque()  # the last window_s seconds of steps
+        self.rank_steps: dict[int, deque[dict]] = {}  # DDP: the other ranks' steps over the same window
+        self.rank_pids: dict[int, int | None] = {}
         self.samples: deque[dict] = deque()  # the samples from the window's first step on
         self.start: dict | None = None
         self.last_sample: dict | None = None
@@ -146,6 +149,23 @@ class LiveState:
                 self.samples.popleft()
         self._history(new_steps, new_samples, prev_t1)
         return bool(events or samples)
+
+    def feed_ranks(self, streams: dict[int, list[dict]]) -> bool:
+        """Take new records of the DDP ranks other than 0 (``{rank: records}``); their steps are kept over the same
+        window as rank 0's. Returns whether any arrived."""
+        got = False
+        for rank, records in streams.items():
+            q = self.rank_steps.setdefault(rank, deque())
+            for e in records:
+                got = True
+                if e.get("type") == "run_start":
+                    self.rank_pids[rank] = e.get("pid")
+                elif e.get("type") == "step" and isinstance(e.get("t1"), (int, float)):
+                    q.append(e)
+            end = self.last_step["t1"] if self.last_step else (q[-1]["t1"] if q else None)
+            while q and end is not None and q[0]["t1"] < end - self.window_s:
+                q.popleft()
+        return got
 
     def feed_backlog(self, events: list[dict], samples: list[dict], bucket: float = 1.0) -> bool:
         """feed() in slices of ``bucket`` recorded seconds, so that a backlog (attaching to a run that has been
@@ -200,10 +220,17 @@ class LiveState:
         summary = summarise_train(steps, self.settings, whole=True)
         last = {t: {k: v for k, v in e.items() if k not in ("type", "t")}
                 for e in self.events if (t := e.get("type")) in ("loader_capacity", "trace")}
-        prof = Profile(settings=self.settings, summary=summary, loader_capacity=last.get("loader_capacity"),
-                       trace=last.get("trace"), host=None,
-                       status="complete" if any(e.get("type") == "run_end" for e in self.events) else "running")
         samples = ([self.start] if self.start else []) + list(self.samples)
+        rows = None
+        if self.rank_steps:  # DDP: every rank over the same window, the rate summed (as profile.json has it)
+            pid0 = next((e.get("pid") for e in self.events if e.get("type") == "run_start"), None)
+            rows = [ranks.row(0, pid0, steps, self.settings, samples, whole=True)]
+            rows += [ranks.row(r, self.rank_pids.get(r), list(q), self.settings, samples, whole=True)
+                     for r, q in sorted(self.rank_steps.items())]
+            ranks.fold(summary, rows)
+        prof = Profile(settings=self.settings, summary=summary, loader_capacity=last.get("loader_capacity"),
+                       trace=last.get("trace"), host=None, ranks=rows,
+                       status="complete" if any(e.get("type") == "run_end" for e in self.events) else "running")
         anchors = [e for e in self.untraced if e["t1"] < steps[0]["t1"]]  # outside the window: only for the span
         return facts_mod.from_profile(prof, events=self.events + anchors[:1] + steps + anchors[1:], samples=samples)
 
@@ -224,7 +251,7 @@ class LiveState:
             "step": s.get("step"), "epoch": s.get("epoch"), "i": s.get("i"), "loss": s.get("loss"),
             "epochs": st.get("epochs"), "batches_per_epoch": st.get("batches_per_epoch"),
             "step_s": f.get("run.step_s"), "images_per_s": f.get("run.images_per_s"),
-            "data_wait_share": f.get("run.data_wait_share"),
+            "data_wait_share": f.get("run.data_wait_share"), "ranks": f.get("ranks.count"),
         }
 
     def snapshot(self, waiting: str | None = None) -> Snapshot:

@@ -158,8 +158,9 @@ class TrainingPanel(Panel):
         t, h = snap.train, snap.history
         epoch, epochs = t.get("epoch"), t.get("epochs")
         loss, i, nb = t.get("loss"), t.get("i"), t.get("batches_per_epoch")
-        self.border_title = "Training" + (f" · epoch {epoch + 1}/{num(epochs)} · batch {i + 1}/{num(nb)}"
-                                          if epoch is not None and i is not None else "")
+        self.border_title = "Training" + (f" · {t['ranks']:.0f} DDP ranks" if t.get("ranks") else "") + (
+            f" · epoch {epoch + 1}/{num(epochs)} · batch {i + 1}/{num(nb)}" if epoch is not None and i is not None
+            else "")
         self.border_subtitle = escape(snap.waiting or "")
         self.put("#train-rate-digits", num(t.get("images_per_s")) if t.get("images_per_s") is not None else "-")
         self.metric("train-rate", f"img/s {num(t.get('images_per_s'))}", h["images_per_s"])

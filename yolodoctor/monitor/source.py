@@ -23,6 +23,7 @@ from yolodoctor.monitor.model import Ending, LiveState, Snapshot
 
 # imported here, not on the worker thread that polls (no module is first imported off the main thread)
 from yolodoctor.record import profile as record
+from yolodoctor.record import ranks
 from yolodoctor.record.events import read_events
 from yolodoctor.record.profile import EVENTS, PROFILE, SAMPLES, SPEC
 from yolodoctor.record.rundir import open_regular
@@ -120,6 +121,7 @@ class RunDirSource:
         self.state = LiveState(self.rules, window_s=window_s, label=label or str(run_dir))
         self.events = Tail(self.run / EVENTS)
         self.samples = Tail(self.run / SAMPLES)
+        self.rank_tails: dict[int, Tail] = {}  # DDP: the other ranks' streams, found as they appear
         self.launch = launch  # a launch.Launch when the monitor started the training
         self._profile_key: tuple | None = None
         self.done = False
@@ -127,7 +129,13 @@ class RunDirSource:
     def _read(self) -> bool:
         if not self.state.spec:
             self.state.spec = _read_json(self.run / SPEC)
-        return self.state.feed_backlog(self.events.read(), self.samples.read())
+        got = self.state.feed_backlog(self.events.read(), self.samples.read())
+        for rank, path in ranks.streams(self.run).items():
+            if rank != 0 and rank not in self.rank_tails:
+                self.rank_tails[rank] = Tail(path)
+        if self.rank_tails:
+            got = self.state.feed_ranks({r: t.read() for r, t in self.rank_tails.items()}) or got
+        return got
 
     def _profile_changed(self) -> bool:
         try:
@@ -165,6 +173,8 @@ class RunDirSource:
             self.done = True
             self.events.close()
             self.samples.close()
+            for t in self.rank_tails.values():
+                t.close()
         return self.state.snapshot(waiting=self._waiting())
 
     def _waiting(self) -> str | None:

@@ -76,16 +76,23 @@ def summarise(run: str | Path, samples: list[dict] | None = None, rank0_events: 
         if since is not None:
             steps = [s for s in steps if isinstance(s.get("t1"), (int, float)) and s["t1"] >= since]
         settings = settings_of(events, main) or settings_of(events, -1)
-        s = summarise_train(steps, settings, whole=since is not None)
         pid = next((e.get("pid") for e in events if e.get("type") == "run_start"), None)
-        row: dict[str, Any] = {"rank": rank, "pid": pid, "steps": s["steps"], "images": s["images"]}
-        for key in ("images_per_s", "step_s_median", "compute_s_median", "wait_s_median", "data_wait_share"):
-            row[key] = s.get(key)
-        row["window_valid"] = (s.get("window") or {}).get("valid")
-        span = _window_span(steps, (s.get("window") or {}).get("first_step"))
-        row.update(_processes(samples or [], rank, span))
-        rows.append(row)
+        rows.append(row(rank, pid, steps, settings, samples or [], whole=since is not None))
     return rows
+
+
+def row(rank: int, pid: int | None, steps: list[dict], settings: dict[str, Any], samples: list[dict],
+        whole: bool = False) -> dict[str, Any]:
+    """One rank's row from its steps (``whole``: they are the window, as in a live run's rolling window) and the
+    sampler's records of its processes over that window."""
+    s = summarise_train(steps, settings, whole=whole)
+    out: dict[str, Any] = {"rank": rank, "pid": pid, "steps": s["steps"], "images": s["images"]}
+    for key in ("images_per_s", "step_s_median", "compute_s_median", "wait_s_median", "data_wait_share"):
+        out[key] = s.get(key)
+    out["window_valid"] = (s.get("window") or {}).get("valid")
+    span = _window_span(steps, None if whole else (s.get("window") or {}).get("first_step"))
+    out.update(_processes(samples, rank, span))
+    return out
 
 
 def _window_span(steps: list[dict], first_step: int | None) -> tuple[float, float] | None:
