@@ -84,6 +84,14 @@ class FakeNvmlLib:
 
     # -- live telemetry (the sampler); each value comes from the GPU's dict, with an idle default ------------------
 
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        """``self.gpus[h]["nvlink"]``: the links' states (1 active); like NVML, an error past the last link or on a
+        GPU without NVLink."""
+        links = self.gpus[h].get("nvlink") or []
+        if link >= len(links):
+            raise self.NVMLError("Not Supported")
+        return links[link]
+
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         self._check("nvmlDeviceGetComputeRunningProcesses")
         return [SimpleNamespace(pid=p, usedGpuMemory=None) for p in self.gpus[h].get("pids", [])]

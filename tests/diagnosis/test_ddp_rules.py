@@ -65,7 +65,9 @@ def test_workers_over_cores_small_batch_per_gpu_and_collectives():
     found = {f.id: f for f in evaluate(rules, base)[0]}
     assert found["DD202"].fix.args == {"workers": 3}  # (16 cores - 4 ranks) / 4 ranks
     assert found["DD203"].fix.args == {"batch": 64}  # 16 per GPU, within nbs
-    assert "45% of rank 0's GPU time" in found["DD204"].message
+    assert "45% of rank 0's GPU time" in found["DD204"].message and "n/a active NVLink" in found["DD204"].message
+    assert "has 0 active NVLink links (0: the gradients cross PCIe)" in \
+        {f.id: f for f in evaluate(rules, {**base, "gpu.nvlink_links": 0.0})[0]}["DD204"].message
     calm = {**base, "ranks.workers_total": 12.0, "ranks.batch_per_rank": 32.0, "run.batch": 128.0,
             "trace.nccl_share": 0.1}
     assert not {"DD202", "DD203", "DD204"} & {f.id for f in evaluate(rules, calm)[0]}

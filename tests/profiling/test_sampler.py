@@ -764,3 +764,8 @@ def test_each_rank_is_given_the_gpu_its_process_runs_on():
     gpus.annotate(later, now=10.0)
     assert later["2"]["gpu"]["util"] == 12
     RankGpus(Nvml.open(FakeNvmlLib([], init_error="Driver Not Loaded"))).annotate(later, now=0.0)  # no NVML: quiet
+
+
+def test_the_gpus_nvlink_links_are_counted_where_nvml_reports_them():
+    nvml = Nvml.open(FakeNvmlLib([dict(H200, nvlink=[1] * 18), dict(T4), dict(H200, nvlink=[1, 0, 1])]))
+    assert [nvml.nvlink_links(h) for h in (0, 1, 2)] == [18, 0, 2]  # a PCIe-only card: NVML says not supported

@@ -117,6 +117,17 @@ class Nvml:
     def _const(self, name: str) -> Any:
         return getattr(self._lib, name, _PYNVML_CONSTANTS.get(name))
 
+    def nvlink_links(self, handle: Any, most: int = 18) -> int:
+        """Active NVLink links of this GPU (up to ``most``, NVML's NVML_NVLINK_MAX_LINKS on Hopper); 0 where NVML
+        reports none, as for a GPU that reaches the others over PCIe only."""
+        active = 0
+        for link in range(most):
+            state = self.call("nvmlDeviceGetNvLinkState", handle, link)
+            if state is None:  # not supported, or no such link: the links are numbered from 0
+                break
+            active += int(bool(state))
+        return active
+
     def compute_pids(self, handle: Any) -> set[int] | None:
         """The processes running CUDA work on this GPU (NVML's pids: those of this machine's process namespace only
         where the container shares it), or None when NVML cannot say."""

@@ -116,6 +116,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "mem.available_min": ("double", "lowest available RAM seen"),
     "mem.shm_free_min": ("double", "lowest free /dev/shm seen"),
     "gpu.name": ("string", "GPU model (NVML)"),
+    "gpu.nvlink_links": ("double", "active NVLink links of the training's GPU (NVML); 0: it reaches other GPUs over "
+                                   "PCIe only"),
     "gpu.cc_major": ("double", "compute capability, major"),
     "gpu.util_mean": ("double", "mean NVML utilisation % in the window (device-wide, coarse)"),
     "gpu.mem_total": ("double", "GPU memory, bytes"),
@@ -586,6 +588,7 @@ def _sample_facts(f: dict[str, Any], samples: list[dict], span: tuple[float, flo
     start = next((s for s in samples if s.get("type") == "sampler_start"), None) or {}
     gpu = _d(start.get("gpu"))
     _put(f, "gpu.name", gpu.get("name"))
+    _put(f, "gpu.nvlink_links", gpu.get("nvlink_links"))
     cc = gpu.get("compute_capability")
     if isinstance(cc, list) and cc:
         _put(f, "gpu.cc_major", cc[0])

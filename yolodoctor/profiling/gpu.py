@@ -120,6 +120,7 @@ class GpuSection:
             return {"gpu_unavailable": self.unavailable}
         info = self.nvml.info(self.index or 0, self.handle).to_dict()
         info["match"] = self.match
+        info["nvlink_links"] = self.nvml.nvlink_links(self.handle)  # the link DDP's all-reduce crosses: NVLink or PCIe
         out = {"gpu": info, "gpu_driver": self.nvml.driver_version()}
         first = self.nvml.utilization_samples(self.handle, 0)  # drain the driver's backlog
         if first:
