@@ -5,13 +5,13 @@ the YAML, `fix --verify --apply` and the original training run whole; then one t
     python3 bench/scenarios.py report [DIR]                            (default: bench/results/scenarios)
 
 ``run`` is resumable at two levels (its state lives under $SCENARIOS_WORK, default bench/out). On one machine, every
-stage runs detached (its own process session) and leaves ``STAGE.rc`` when it ends; a call waits at most
-``--seconds`` and exits 3 while a stage still runs (a stage works in the scenario's folder, so what it writes
-outlives a fresh copy of the repository), so the next call goes on where this one stopped. Across
-machines, a scenario whose results are already in bench/results/scenarios/NAME (committed) is not run again. What a
-finished scenario leaves (profiles' records, fix's JSON, no traces or weights) is copied to
-bench/results/scenarios/NAME. Where $OUT is set, every call leaves there two archives: scenarios.tgz (the finished
-scenarios, as under bench/results/) and stages.tgz (the stages' logs, return codes and JSON so far).
+stage runs detached (its own process session) in the scenario's folder there, not in the repository, and leaves
+``STAGE.rc`` when it ends; a call waits at most ``--seconds`` and exits 3 while a stage still runs, so the next call
+goes on where this one stopped. Across machines, a scenario whose results are already in
+bench/results/scenarios/NAME (committed) is not run again. What a finished scenario leaves (profiles' records, fix's
+JSON, no traces or weights) is copied to bench/results/scenarios/NAME. Where $OUT is set (a folder of your choice),
+every call leaves there two archives: scenarios.tgz (the finished scenarios, as under bench/results/) and
+stages.tgz (the stages' logs, return codes and JSON so far).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES
 
 
 def export(out: Path) -> None:
-    """The two archives of a call (the module's docstring), small enough to come back from a remote machine."""
+    """The two archives of a call (the module's docstring): what to copy off the GPU machine, in two files."""
     import tarfile
 
     out.mkdir(parents=True, exist_ok=True)

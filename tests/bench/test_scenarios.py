@@ -82,7 +82,7 @@ def test_export_leaves_two_archives_whatever_the_number_of_files(tmp_path, monke
     import tarfile
 
     results, work = tmp_path / "results", tmp_path / "work"
-    for i in range(12):  # more files than a remote machine sends back one by one
+    for i in range(12):  # many records: all of them in one archive
         (results / "a").mkdir(parents=True, exist_ok=True)
         (results / "a" / f"grid-{i}.profile.json").write_text("{}")
     (work / "scenarios" / "a").mkdir(parents=True)
