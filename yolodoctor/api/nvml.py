@@ -104,13 +104,16 @@ class Nvml:
 
     # -- sampling (the profiler's sampler polls these a few times a second; each returns None on error) --------
 
+    def uuid(self, handle: Any) -> str | None:
+        return _text(self.call("nvmlDeviceGetUUID", handle))
+
     def handle_by_uuid(self, uuid: str) -> tuple[int, Any] | None:
         """The (NVML index, handle) whose UUID matches ``uuid`` (normalised: case and a 'GPU-' prefix ignored)."""
         want = normalise_uuid(uuid)
         if not want:
             return None
         for i, h in self.handles():
-            if normalise_uuid(_text(self.call("nvmlDeviceGetUUID", h))) == want:
+            if normalise_uuid(self.uuid(h)) == want:
                 return i, h
         return None
 

@@ -410,7 +410,7 @@ def live(run_dir: str | Path, window_s: float = 30.0, now: float | None = None) 
                   if e.get("type") == "trace"), None)
     from yolodoctor.record import ranks
 
-    rows = ranks.summarise(run, samples, rank0_events=events, since=end - window_s)  # DDP: every rank, same window
+    rows = ranks.summarise(run, samples, read={0: events}, since=end - window_s)  # DDP: every rank, same window
     if rows:
         ranks.fold(summary, rows)
     prof = Profile(settings=settings, summary=summary, loader_capacity=cap, trace=trace,

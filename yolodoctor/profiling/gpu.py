@@ -36,7 +36,7 @@ class RankGpus:
             pids = self.nvml.compute_pids(handle)
             if not pids:
                 continue
-            uuid = _text_uuid(self.nvml.call("nvmlDeviceGetUUID", handle))
+            uuid = self.nvml.uuid(handle) or ""
             for pid in pids:
                 by_pid[pid] = (index, handle, uuid)
         self._by_pid = by_pid
@@ -59,10 +59,6 @@ class RankGpus:
             mem = self.nvml.memory_used(handle)
             row["gpu"] = {"index": index, "uuid": uuid, "util": util["gpu"] if util else None,
                           "mem_used": mem[0] if mem else None}
-
-
-def _text_uuid(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v or "")
 
 
 class GpuSection:

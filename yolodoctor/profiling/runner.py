@@ -189,10 +189,14 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
     (``reserve_space``) is freed so that this record can still be written."""
     full = low_disk(run)
     release_space(run)
+    from yolodoctor.record import ranks
+
     events = list(read_events(run / EVENTS))
-    end = next((e for e in reversed(events) if e.get("type") == "run_end"), None)
+    end = _run_end(events)
     launcher = list(read_events(run / LAUNCHER_EVENTS))  # `profile device=0,1`: the process that launched the ranks
-    failed = [e for e in (end, _run_end(launcher), *_rank_ends(run)) if e is not None and e.get("status") != "complete"]
+    others = {r: list(read_events(path)) for r, path in ranks.streams(run).items() if r != 0}  # DDP's other ranks
+    ends = (end, _run_end(launcher), *(_run_end(ev) for ev in others.values()))
+    failed = [e for e in ends if e is not None and e.get("status") != "complete"]
     if failed:  # under DDP the first failure is the cause (a rank's OOM); the others' ends are its side effects
         end = min(failed, key=_time)
     profile.summary = summarise(events)
@@ -232,7 +236,8 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
         else:
             profile.reason = f"{profile.reason} ({note})"
     profile.summary["bounded"] = bool(end and end.get("bounded"))
-    _fold_ranks(run, profile, events)
+    if others:
+        _fold_ranks(run, profile, {0: events, **others})
     if span is not None:
         profile.summary["phases"] = phases(sorted(launcher + events, key=lambda e: e.get("t") or 0.0), *span)
     try:
@@ -254,26 +259,14 @@ def _run_end(events: list[dict]) -> dict | None:
     return next((e for e in reversed(events) if e.get("type") == "run_end"), None)
 
 
-def _rank_ends(run: Path) -> list[dict]:
-    """The ``run_end`` of every DDP rank other than 0 (rank 0's stream is events.jsonl)."""
+def _fold_ranks(run: Path, profile: Profile, read: dict[int, list[dict]]) -> None:
+    """A DDP training's ranks side by side (record/ranks.py, from the streams ``read``), and the summary's throughput
+    made the whole training's (ranks.fold)."""
     from yolodoctor.record import ranks
 
-    return [e for r, path in ranks.streams(run).items() if r != 0
-            if (e := _run_end(list(read_events(path)))) is not None]
-
-
-def _fold_ranks(run: Path, profile: Profile, events: list[dict]) -> None:
-    """A DDP training's ranks side by side (record/ranks.py), and the summary's throughput made the whole training's
-    (ranks.fold)."""
-    from yolodoctor.record import ranks
-
-    if not ranks.streams(run):
-        return
-    rows = ranks.summarise(run, list(read_events(run / SAMPLES)), rank0_events=events)
-    if not rows:
-        return
-    profile.ranks = rows
-    ranks.fold(profile.summary, rows)
+    profile.ranks = ranks.summarise(run, list(read_events(run / SAMPLES)), read=read)
+    if profile.ranks:
+        ranks.fold(profile.summary, profile.ranks)
 
 
 def phases(events: list[dict], spawned: float, ended: float) -> dict[str, float]:

@@ -56,19 +56,19 @@ def fold(summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     summary["images"] = sum(r.get("images") or 0 for r in rows)
 
 
-def summarise(run: str | Path, samples: list[dict] | None = None, rank0_events: list[dict] | None = None,
+def summarise(run: str | Path, samples: list[dict] | None = None, read: dict[int, list[dict]] | None = None,
               since: float | None = None) -> list[dict[str, Any]] | None:
     """One row per rank: its steady window's figures (from its own steps, judged like a single process's), the
     median CPU of its process and of its train loader workers over that window, and its own GPU (UUID, median
     utilisation, peak memory) where NVML listed the rank's process on one (from ``samples``, where the sampler saw
-    the ranks). None for a single process. ``rank0_events``: rank 0's stream, where the caller has read it.
+    the ranks). None for a single process. ``read``: the streams the caller has already read, by rank.
     ``since``: only the steps that ended after it, taken whole as the window (a live run's rolling window)."""
     paths = streams(run)
     if not paths:
         return None
     rows = []
     for rank, path in paths.items():
-        events = rank0_events if rank == 0 and rank0_events is not None else list(read_events(path))
+        events = read[rank] if read and rank in read else list(read_events(path))
         steps = steps_of(events)
         main = max({s.get("train_index", 0) for s in steps}, key=lambda t: sum(s.get("train_index", 0) == t
                                                                               for s in steps), default=0)
