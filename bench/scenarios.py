@@ -144,7 +144,7 @@ def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES
 
 
 def export(out: Path) -> None:
-    """The two archives of a call (the module's docstring): what to copy off the GPU machine, in two files."""
+    """The two archives of a call (the module's docstring): the finished scenarios, and the stages so far."""
     import tarfile
 
     out.mkdir(parents=True, exist_ok=True)
