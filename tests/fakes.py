@@ -1,4 +1,4 @@
-"""Recorded machines for the CPU suite: a fake pynvml and torch facts of real GPUs."""
+"""Recorded machines for the CPU suite: a fake pynvml and torch facts of real GPUs; generated step streams."""
 
 from __future__ import annotations
 
@@ -155,3 +155,25 @@ def ultra_info(**over) -> dict:
          "env.font_present": False, "env.cloudpickle": False}
     d.update({f"env.{k}": v for k, v in over.items()})
     return d
+
+
+def epochs(per_epoch, n_epochs, *, step_s=0.1, pause_s=5.0, images=8, ready=None, fast_refill=0, train_index=0,
+           t=0.0, n0=0):
+    """Step events of ``n_epochs`` epochs of ``per_epoch`` steps with a ``pause_s`` validation between epochs.
+    ``ready(i)``: the queue's occupancy at the epoch's i-th step. ``fast_refill``: an epoch's first steps after a
+    pause run this many times faster (served from the queue that refilled during the pause)."""
+    out, n = [], n0
+    for e in range(n_epochs):
+        if e:
+            t += pause_s
+        for i in range(per_epoch):
+            dt = step_s / 4 if e and i < fast_refill else step_s
+            wait = 0.001
+            s = {"type": "step", "epoch": e, "i": i, "n": n, "step": n, "train_index": train_index, "t0": t + wait,
+                 "t1": t + wait + dt, "wait": wait, "compute": dt, "images": images, "loss": 1.0}
+            if ready is not None:
+                s["ready"] = ready(e, i)
+            out.append(s)
+            t += wait + dt
+            n += 1
+    return out

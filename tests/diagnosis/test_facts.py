@@ -41,3 +41,34 @@ def test_without_the_peak_fragmentation_is_unknown_and_stays_missing():
     f = {}
     _event_facts(f, [step(i, mem_allocated=2 * gib, mem_reserved=130 * gib) for i in range(3)])
     assert "gpu.reserved_over_allocated" not in f and f["gpu.torch_reserved_max"] == 130 * gib
+
+
+def test_sampled_figures_come_from_the_training_steps_of_the_window_not_the_pause():
+    """NVML's utilisation and the CPU over the window's stretches only: the samples taken during validation (GPU
+    nearly idle, CPU busy with the validation loader) are left out, and so are those of another train() call."""
+    from fakes import epochs
+
+    from yolodoctor.diagnosis.facts import from_profile
+    from yolodoctor.record.profile import Profile
+    from yolodoctor.record.summary import summarise
+
+    ev = epochs(60, 2, step_s=0.1, pause_s=10.0)
+    other = epochs(60, 1, train_index=1, t=ev[-1]["t1"] + 30.0)
+    summary = summarise(ev + other, {"workers": 0})
+    assert summary.get("train_index", 0) in (0, 1)
+    main = summary.get("train_index", 0)
+    steps = [e for e in ev + other if e["train_index"] == main]
+    paused = (steps[59]["t1"], steps[60]["t0"])
+    samples = [{"type": "sampler_start", "cpu_count": 16}]
+    t = steps[0]["t0"] - 5
+    while t < other[-1]["t1"] + 5:
+        in_pause = paused[0] < t < paused[1]
+        in_main = steps[0]["t0"] <= t <= steps[-1]["t1"]
+        util = 14 if in_pause else 62 if in_main else 5
+        samples.append({"type": "sample", "t": t, "gpu": {"util": util}, "cpu": {"total": 90 if in_pause else 30}})
+        t += 0.1
+    prof = Profile(settings={"device": "cuda:0", "batch": 8, "workers": 0}, summary=summary)
+    f = from_profile(prof, events=ev + other, samples=samples)
+    assert f["gpu.util_mean"] == 62 and f["cpu.total_pct"] == 30
+    assert f["run.pauses"] == 1 and abs(f["run.pause_s"] - 10.0) < 1e-6
+    assert 0 < f["run.pause_share"] < 1 and f["run.training_s"] > 0

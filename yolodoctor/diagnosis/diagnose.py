@@ -3,6 +3,7 @@ monitor)."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from yolodoctor.diagnosis.rules import Compiled, builtin_rules, load_rules
 from yolodoctor.errors import InputError
 from yolodoctor.findings import Finding
 from yolodoctor.record import profile as record
+from yolodoctor.record import rederive
 
 
 @dataclass
@@ -34,6 +36,11 @@ def diagnose(run_dir: str | Path, rule_dirs: list[str | Path] | None = None,
              rules: list[Compiled] | tuple[Compiled, ...] | None = None) -> Diagnosis:
     run = Path(run_dir)
     prof = record.load(run)
+    if rederive.stale(prof.summary) and record.run_file(run, prof, "events", record.EVENTS).parent == run:
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):  # a damaged stream keeps the record's own
+            prof.summary, rows = rederive.resummarise(run, prof.summary)
+            if rows:
+                prof.ranks = rows
     rules = rules if rules is not None else load_rules(rule_dirs) if rule_dirs else builtin_rules()
     try:
         facts = facts_mod.from_profile(prof, run)

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from yolodoctor.record import stretches
 from yolodoctor.record.events import read_events
 from yolodoctor.record.profile import Profile, run_file
 
@@ -47,6 +48,15 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "run.oom_retries": ("double", "times Ultralytics halved the batch after an out-of-memory"),
     "run.epoch_s": ("double", "estimated seconds per training epoch at the steady rate"),
     "run.val_share": ("double", "validation share of epoch time (whole runs only)"),
+    "run.val_s": ("double", "median seconds per epoch from the epoch's end to the end of its validation and saving "
+                            "(whole epochs only)"),
+    "run.pause_s": ("double", "seconds between stretches of training steps, over the train() call: validation, the "
+                              "epochs' ends, checkpoints (never part of a steady figure)"),
+    "run.pause_share": ("double", "share of the steps' wall time (first step to last) spent in those pauses"),
+    "run.pauses": ("double", "pauses between stretches of training steps"),
+    "run.training_s": ("double", "seconds of the train() call's training steps, pauses left out"),
+    "run.epoch_wall_s": ("double", "estimated wall seconds per epoch: run.epoch_s plus the median pause at an epoch's "
+                                   "end (validation and saving included)"),
     "ranks.count": ("double", "DDP ranks that trained (absent for a single process)"),
     "ranks.straggler": ("double", "the rank that waited longest for its data (median per step)"),
     "ranks.straggler_wait_ms": ("double", "that rank's median data wait per step, ms"),
@@ -327,6 +337,7 @@ def from_profile(profile: Profile, run_dir: str | Path | None = None, *, events:
     _put(f, "run.epochs", st.get("epochs"))
     if f.get("run.images_per_s") and f.get("run.images_per_epoch"):
         f["run.epoch_s"] = f["run.images_per_epoch"] / f["run.images_per_s"]
+    _pause_facts(f, s)
     for key in ("batch_requested", "workers", "workers_requested", "amp", "precision", "compile_active",
                 "channels_last", "deterministic", "cudnn_benchmark", "tf32_matmul", "tf32_cudnn", "nbs",
                 "accumulate", "imgsz", "mosaic"):
@@ -357,8 +368,24 @@ def from_profile(profile: Profile, run_dir: str | Path | None = None, *, events:
         _event_facts(f, events)
         _log_facts(f, events, st)
     if samples is not None:
-        _sample_facts(f, samples, _window_span(events or [], win.get("first_step")))
+        _sample_facts(f, samples, _window_spans(events or [], win))
     return f
+
+
+def _pause_facts(f: dict[str, Any], s: dict[str, Any]) -> None:
+    """Where the steps' wall time went besides training: the pauses between stretches (record/stretches.py)."""
+    p = _d(s.get("pauses"))
+    _put(f, "run.training_s", s.get("training_s"))
+    if not _num(p.get("count")):
+        return
+    _put(f, "run.pauses", p["count"])
+    _put(f, "run.pause_s", p.get("seconds"))
+    train = s.get("training_s")
+    if _num(p.get("seconds")) and _num(train) and p["seconds"] + train > 0:
+        f["run.pause_share"] = p["seconds"] / (p["seconds"] + train)
+    ends = p.get("epoch_end_s_median")
+    if _num(f.get("run.epoch_s")):
+        f["run.epoch_wall_s"] = f["run.epoch_s"] + (ends if _num(ends) else 0.0)
 
 
 def _rank_facts(f: dict[str, Any], ranks: list[dict] | None, st: dict[str, Any]) -> None:
@@ -545,14 +572,16 @@ def _event_facts(f: dict[str, Any], events: list[dict]) -> None:
     ends = {(e.get("train_index"), e.get("epoch")): e for e in events
             if e.get("type") == "epoch_end" and _num(e.get("t")) and _num(e.get("seconds"))}
     stop = next((x["t"] for x in events if x.get("type") == "bounded" and _num(x.get("t"))), None)
-    shares = []
+    shares, vals = [], []
     for e in fits:
         end = ends.get((e.get("train_index"), e.get("epoch")))
         if end and end.get("seconds") and (stop is None or e["t"] < stop):
             val = e["t"] - end["t"]
             shares.append(val / (val + end["seconds"]))
+            vals.append(val)
     if shares:
         f["run.val_share"] = statistics.median(shares)
+        f["run.val_s"] = statistics.median(vals)
 
 
 def _halvings(steps: list[dict]) -> int:
@@ -574,17 +603,28 @@ def _batch_that_ran(steps: list[dict]) -> float | None:
     return float(batches[-1]) if batches else None
 
 
-def _window_span(events: list[dict], first_step: int | None) -> tuple[float, float] | None:
+def _window_spans(events: list[dict], window: dict[str, Any]) -> list[tuple[float, float]] | None:
+    """The wall-clock spans of the window's training steps (its stretches, pauses left out), as the summary states
+    them; for a record that states none, the spans of the stretches of its steps from ``first_step`` on, in the
+    train() call with the most steps."""
+    spans = window.get("spans")
+    if isinstance(spans, list) and spans and all(isinstance(x, list) and len(x) == 2 and all(_num(v) for v in x)
+                                                 for x in spans):
+        return [(float(a), float(b)) for a, b in spans]
     steps = [e for e in _steps(events) if not e.get("traced")]
-    if not steps or not _num(first_step):
-        first_step = None
     if not steps:
         return None
-    inside = [e for e in steps if first_step is None or e.get("n", e.get("step", 0)) >= first_step] or steps
-    return inside[0]["t0"], inside[-1]["t1"]
+    calls = [e.get("train_index", 0) for e in steps]
+    main = max(set(calls), key=calls.count)
+    first = window.get("first_step")
+    inside = [e for e in steps if e.get("train_index", 0) == main
+              and (not _num(first) or e.get("n", e.get("step", 0)) >= first)] or steps
+    return [stretches.span(p) for p in stretches.split(inside)]
 
 
-def _sample_facts(f: dict[str, Any], samples: list[dict], span: tuple[float, float] | None) -> None:
+def _sample_facts(f: dict[str, Any], samples: list[dict], spans: list[tuple[float, float]] | None) -> None:
+    """The sampler's figures over the samples taken inside ``spans`` (the window's training steps; all samples where
+    none fall inside, as in a run too short for a sample per stretch)."""
     start = next((s for s in samples if s.get("type") == "sampler_start"), None) or {}
     gpu = _d(start.get("gpu"))
     _put(f, "gpu.name", gpu.get("name"))
@@ -594,8 +634,8 @@ def _sample_facts(f: dict[str, Any], samples: list[dict], span: tuple[float, flo
         _put(f, "gpu.cc_major", cc[0])
     _put(f, "cpu.count", start.get("cpu_count"))
     rows = [s for s in samples if s.get("type") == "sample" and _num(s.get("t"))]
-    if span:
-        inside = [s for s in rows if span[0] <= s["t"] <= span[1]]
+    if spans:
+        inside = [s for s in rows if stretches.inside(s["t"], spans)]
         rows = inside or rows
     if not rows:
         return

@@ -4,6 +4,7 @@ the tests check these on every recorded profile and on generated records."""
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Iterable
 from typing import Any, TypeGuard
@@ -63,4 +64,65 @@ def across(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
             mid = statistics.median(vals)
             out += [f"{key} {v:.0f} of a {model} run is more than {SPREAD:.0f}x from that model's median {mid:.0f}"
                     for v in vals if mid > 0 and not 1 / SPREAD <= v / mid <= SPREAD]
+    return out
+
+
+RATE_AGREEMENT = 0.10  # the window's images/s against its images over the sum of its step times
+
+
+def window_violations(summary: dict[str, Any], events: Iterable[dict],
+                      ranks: list[dict[str, Any]] | None = None) -> list[str]:
+    """What a summary's steady window must never do with the steps of its train() call (``events``: the stream of
+    rank 0 or of the single process; ``ranks``: a DDP training's rows):
+
+    - hold a pause: consecutive window steps of one stretch are never further apart than the pause limit
+      (max(0.5 s, 3 x the median step), record/stretches.py);
+    - give a rate other than its steps': images/s equals the window's images over the sum of its step times within
+      RATE_AGREEMENT (the ranks' rates summed under DDP);
+    - hold a step served from the loader's queue as it stood when a pause ended (the batch the stretch's first step
+      took and those ready behind it; the whole prefetch depth where the occupancy was not recorded);
+    - leave unsaid which steps it holds: a valid window states its first and last step and its stretches."""
+    from yolodoctor.record import bounds, stretches
+
+    w = summary.get("window") if isinstance(summary.get("window"), dict) else None
+    if not w:
+        return []
+    out: list[str] = []
+    main = summary.get("train_index", 0)
+    steps = [e for e in events if e.get("type") == "step" and e.get("train_index", 0) == main and not e.get("traced")
+             and _num(e.get("t0")) and _num(e.get("t1"))]
+    if w.get("valid") and not all(k in w for k in ("first_step", "last_step", "stretches")):
+        out.append("a valid window does not state its first and last step and its stretches")
+    by_n = {e.get("n", e.get("step")): e for e in steps}
+    stated = w.get("stretches")
+    if stated is None and _num(w.get("first_step")) and by_n:  # a record from before windows stated their stretches
+        stated = [[int(w["first_step"]), max(n for n in by_n if _num(n))]]
+    held = [[by_n[n] for n in range(a, b + 1) if n in by_n] for a, b in (stated or [])]
+    win = [s for part in held for s in part]
+    if not win:
+        return out
+    limit = stretches.limit(win)
+    for part in held:
+        for prev, cur in itertools.pairwise(part):
+            if stretches.gap(prev, cur) > limit:
+                out.append(f"the window holds a pause of {stretches.gap(prev, cur):.2f} s between steps "
+                           f"{prev.get('n')} and {cur.get('n')} (longer than {limit:.2f} s)")
+    rate = summary.get("images_per_s")
+    own = sum(s.get("images") or 0 for s in win) / max(sum(stretches.duration(s) for s in win), 1e-12)
+    if ranks:
+        rates = [float(r["images_per_s"]) for r in ranks if _num(r.get("images_per_s"))]
+        if len(rates) == len(ranks) and _num(rate) and abs(sum(rates) / rate - 1) > RATE_AGREEMENT:
+            out.append(f"images/s {rate:.1f} is not the ranks' summed {sum(rates):.1f}")
+        rate = next((r.get("images_per_s") for r in ranks if r.get("rank") == 0), None)
+    if _num(rate) and own > 0 and abs(rate / own - 1) > RATE_AGREEMENT:
+        out.append(f"images/s {rate:.1f} differs from the window's images over its step times ({own:.1f}) by more "
+                   f"than {RATE_AGREEMENT:.0%}")
+    depth = w.get("prefetch_depth") or 0
+    where = {id(s): (k, i) for k, p in enumerate(stretches.split(steps)) for i, s in enumerate(p)}
+    served = {k: bounds.refill(p, depth, w.get("evidence") or "fixed rule")
+              for k, p in enumerate(stretches.split(steps)) if k > 0}  # the stretches that follow a pause
+    early = [s for s in win if where[id(s)][0] in served and where[id(s)][1] < served[where[id(s)][0]]]
+    if early:
+        out.append(f"{len(early)} window steps (the first: {early[0].get('n')}) were served from the loader's queue "
+                   "as it stood when a pause ended")
     return out

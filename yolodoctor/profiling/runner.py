@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from yolodoctor.profiling import hostprobe
 from yolodoctor.record.events import read_events
 from yolodoctor.record.profile import EVENTS, LAUNCHER_EVENTS, PROFILE, SAMPLES, SPEC, Profile, now
+from yolodoctor.record.rederive import resummarise, split_phases
 from yolodoctor.record.rundir import (
     exclusive_dir,
     low_disk,
@@ -28,7 +29,6 @@ from yolodoctor.record.rundir import (
     reserve_space,
     write_json_atomic,
 )
-from yolodoctor.record.summary import summarise
 
 if TYPE_CHECKING:
     from yolodoctor.profiling.watch import RunProgress
@@ -199,7 +199,9 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
     failed = [e for e in ends if e is not None and e.get("status") != "complete"]
     if failed:  # under DDP the first failure is the cause (a rank's OOM); the others' ends are its side effects
         end = min(failed, key=_time)
-    profile.summary = summarise(events)
+    profile.summary, rows = resummarise(run, {}, events, others)
+    if rows:
+        profile.ranks = rows
     main = profile.summary.get("train_index", 0)
     profile.settings = next((e.get("settings") or {} for e in events
                              if e.get("type") == "settings" and e.get("train_index", 0) == main), {})
@@ -236,10 +238,9 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
         else:
             profile.reason = f"{profile.reason} ({note})"
     profile.summary["bounded"] = bool(end and end.get("bounded"))
-    if others:
-        _fold_ranks(run, profile, {0: events, **others})
     if span is not None:
-        profile.summary["phases"] = phases(sorted(launcher + events, key=lambda e: e.get("t") or 0.0), *span)
+        profile.summary["phases"] = split_phases(
+            phases(sorted(launcher + events, key=lambda e: e.get("t") or 0.0), *span), profile.summary)
     try:
         profile.save(run)
     except OSError as e:
@@ -259,23 +260,14 @@ def _run_end(events: list[dict]) -> dict | None:
     return next((e for e in reversed(events) if e.get("type") == "run_end"), None)
 
 
-def _fold_ranks(run: Path, profile: Profile, read: dict[int, list[dict]]) -> None:
-    """A DDP training's ranks side by side (record/ranks.py, from the streams ``read``), and the summary's throughput
-    made the whole training's (ranks.fold)."""
-    from yolodoctor.record import ranks
-
-    profile.ranks = ranks.summarise(run, list(read_events(run / SAMPLES)), read=read)
-    if profile.ranks:
-        ranks.fold(profile.summary, profile.ranks)
-
-
 def phases(events: list[dict], spawned: float, ended: float) -> dict[str, float]:
     """Where a run's wall time went, in seconds, from its event stream (on the parent's monotonic clock): ``start``
     (process start, to the recorder's session), ``imports`` (torch and Ultralytics), ``model`` (building the model),
     ``trainer`` (Ultralytics' trainer: the device, the seeds, the data.yaml), ``setup`` (Ultralytics' setup: the
     datasets and their label scan, the AMP check, AutoBatch, the loaders), ``first_batch`` (the loader's workers
-    starting, to the first step), ``steps`` (first step to last), ``end`` (after the last step: the epoch's end, the
-    loader's timing, the process's exit) and ``total``. A part whose event is missing (script mode has no
+    starting, to the first step), ``steps`` (first step to last; record/rederive.split_phases splits it into
+    ``training`` and ``pauses``), ``end`` (after the last step: the epoch's end, the loader's timing, the process's
+    exit) and ``total``. A part whose event is missing (script mode has no
     ``imported`` or ``model_built``) is merged into the next."""
     def first(type_: str) -> float | None:
         return next((e["t"] for e in events if e.get("type") == type_ and isinstance(e.get("t"), (int, float))), None)

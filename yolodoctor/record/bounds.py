@@ -24,6 +24,8 @@ import math
 import statistics
 from typing import Any
 
+from yolodoctor.record import stretches
+
 SETTLE = 20  # first steps: allocator growth, cuDNN/algorithm selection, lazy init
 MIN_STEPS = 30
 MIN_WINDOW = 10
@@ -72,46 +74,118 @@ def _rate(steps: list[dict[str, Any]]) -> float | None:
 
 
 def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> dict[str, Any]:
-    """The steady window of a run's steps (trace steps left out): ``first_step``, ``steps`` (the records), ``valid``,
-    ``why`` (None when valid), ``needs`` (more steps the run would need, when the evidence can tell), ``evidence``
-    ("occupancy" | "no queue" | "fixed rule"). ``whole``: the steps given are a live run's rolling window, judged
-    from their first settled step on."""
+    """The steady window of a run's steps (trace steps left out): ``first_step``, ``last_step``, ``steps`` (the
+    records), ``stretches`` ([first, last] of each stretch of consecutive training steps it holds), ``spans`` (their
+    [start, end] on the run's clock), ``valid``, ``why`` (None when valid), ``needs`` (more steps the run would need,
+    when the evidence can tell), ``evidence`` ("occupancy" | "no queue" | "fixed rule"), ``refill_skipped`` (steps
+    left out after pauses). ``whole``: the steps given are a live run's rolling window, judged from their first
+    settled step on.
+
+    A window holds training steps only: the steps are cut at their pauses (record/stretches.py), and after each pause
+    the steps served from the loader's queue, which refilled while the training paused, are left out (``refill``).
+    Where the stretches' rates differ (mosaic closing, say), the window is the longest run of final stretches that
+    agree, named in ``phase``."""
     plain = [s for s in steps if not s.get("traced")]
     out: dict[str, Any] = {"prefetch_depth": depth, "needs": None, "why": None}
     first = max(_n(steps[0]) if steps and whole else 0, SETTLE)  # a live window: its own steps, settled ones only
+    parts = stretches.split(plain)
     if depth == 0:
-        start, evidence = first, "no queue"
+        evidence = "no queue"
     elif plain and all(isinstance(s.get("ready"), (int, float)) for s in plain if _n(s) >= first) and \
             any(_n(s) >= first for s in plain):
-        start, evidence = (first if whole else _settled_start(plain, depth)), "occupancy"
+        evidence = "occupancy"
     else:
-        start, evidence = (first if whole else SETTLE + depth), "fixed rule"
-    win = [s for s in plain if _n(s) >= start]
-    out.update(first_step=start, evidence=evidence, records=win, steps=len(win))
+        evidence = "fixed rule"
+    head = parts[0] if parts else []
+    if evidence == "occupancy" and not whole:
+        start = _settled_start(head, depth) if any(_n(s) >= SETTLE for s in head) else first
+    elif evidence == "fixed rule" and not whole:
+        start = SETTLE + depth
+    else:
+        start = first
+    kept, skipped = [], 0
+    for k, part in enumerate(parts):
+        cut = 0 if k == 0 else refill(part, depth, evidence)
+        skipped += min(cut, len(part))
+        rest = [s for s in part[cut:] if _n(s) >= start]
+        if rest:
+            kept.append(rest)
+    out.update(first_step=start, evidence=evidence, refill_skipped=skipped, pauses=len(parts) - 1)
     why, needs = None, None
-    if evidence == "fixed rule" and len(win) < max(2 * depth, MIN_WINDOW):
+    win = [s for p in kept for s in p]
+    if len(parts) > 1 and (dropped := [p for p in kept[1:] if evidence == "occupancy" and len(p) >= MIN_WINDOW
+                                       and _draining(p, depth) is not None]):
+        kept = [p for p in kept if not any(p is d for d in dropped)]
+        win = [s for p in kept for s in p]
+    if evidence == "fixed rule" and len(parts) <= 1 and len(win) < max(2 * depth, MIN_WINDOW):
         need = max(2 * depth, MIN_WINDOW)
         why = (f"only {len(win)} steps after the first {start}; without a record of the queue's occupancy a window "
                f"needs {need} (twice the loader's prefetch depth of {depth} batches)")
         needs = need - len(win)
+    elif len(win) < MIN_WINDOW and len(parts) > 1:
+        sizes = ", ".join(str(len(p)) for p in parts[:6]) + (", ..." if len(parts) > 6 else "")
+        why = (f"only {len(win)} steady steps: the run's {len(parts)} stretches between pauses ({sizes} steps) are "
+               f"used up by its first {start} steps and, after each pause, by the steps served from the loader's "
+               f"queue (up to {depth} batches) that refilled during it; no steady stretch is left")
     elif len(win) < MIN_WINDOW:
         why, needs = f"only {len(win)} steady steps after the first {start}; a window needs {MIN_WINDOW}", \
             MIN_WINDOW - len(win)
-    elif evidence == "occupancy" and (drain := _draining(win, depth)) is not None:
+    elif evidence == "occupancy" and (drain := _draining(kept[0], depth)) is not None:
         left, per_step = drain
         needs = math.ceil(left / per_step) + MIN_WINDOW
         why = (f"the loader's queue was still draining across the window ({left:.0f} of {depth} prefetched batches "
                f"left at its end, {per_step:.2f} fewer per step): the rate measured is partly the queue's; about "
                f"{needs} more steps would reach the loader's own rate")
-    else:
-        half = len(win) // 2
-        r1, r2 = _rate(win[:half]), _rate(win[half:])
-        if r1 and r2 and abs(r2 / r1 - 1) > RATE_TOLERANCE:
-            why = (f"the rate moved {r2 / r1 - 1:+.0%} between the window's halves ({r1:.1f} then {r2:.1f} images/s): "
-                   "the pipeline had not settled")
+    elif (moved := _moved(win)) is not None:
+        tail = _agreeing_tail(kept)
+        if tail is not None:
+            r1, r2 = moved
+            out["phase"] = (f"the last {len(tail)} of {len(kept)} stretches: the rate moved {r2 / r1 - 1:+.0%} "
+                            "across the run's stretches, and the last ones agree")
+            kept = tail
+            win = [s for p in kept for s in p]
+        else:
+            r1, r2 = moved
+            why = (f"the rate moved {r2 / r1 - 1:+.0%} between the window's halves ({r1:.1f} then {r2:.1f} "
+                   "images/s): the pipeline had not settled")
             needs = len(win)
-    out.update(valid=why is None, why=why, needs=needs)
+    out.update(records=win, steps=len(win), valid=why is None, why=why, needs=needs,
+               stretches=[[_n(p[0]), _n(p[-1])] for p in kept],
+               spans=[[round(a, 6), round(b, 6)] for a, b in (stretches.span(p) for p in kept)])
+    if win:
+        out.update(first_step=_n(win[0]), last_step=_n(win[-1]))
     return out
+
+
+def _moved(win: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """The halves' rates where they differ by more than RATE_TOLERANCE."""
+    half = len(win) // 2
+    r1, r2 = _rate(win[:half]), _rate(win[half:])
+    return (r1, r2) if r1 and r2 and abs(r2 / r1 - 1) > RATE_TOLERANCE else None
+
+
+def _agreeing_tail(kept: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]] | None:
+    """The longest run of final stretches (more than one stretch left out, at least MIN_WINDOW steps) whose halves
+    agree: the phase the training ends in (mosaic closed, the warm-up over)."""
+    for i in range(1, len(kept)):
+        tail = kept[i:]
+        steps = [s for p in tail for s in p]
+        if len(steps) >= MIN_WINDOW and _moved(steps) is None:
+            return tail
+    return None
+
+
+def refill(part: list[dict[str, Any]], depth: int, evidence: str) -> int:
+    """Steps at the start of a stretch after a pause that the loader's queue served from batches made during the
+    pause: with the queue's occupancy recorded, the batch the first step took and those still ready behind it (the
+    queue is first in, first out); without it, the whole prefetch depth (it may have filled); without a queue, the
+    first step alone (the switch back from validation)."""
+    if evidence == "no queue" or depth == 0:
+        return 1
+    r0 = part[0].get("ready")
+    if evidence == "occupancy" and isinstance(r0, (int, float)):
+        return min(int(r0) + 1, depth)
+    return depth
 
 
 def _settled_start(steps: list[dict[str, Any]], depth: int) -> int:

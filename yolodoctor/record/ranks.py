@@ -14,6 +14,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from yolodoctor.record import stretches
 from yolodoctor.record.events import read_events
 from yolodoctor.record.profile import EVENTS
 from yolodoctor.record.summary import settings_of, steps_of, summarise_train
@@ -90,24 +91,18 @@ def row(rank: int, pid: int | None, steps: list[dict], settings: dict[str, Any],
     for key in ("images_per_s", "step_s_median", "compute_s_median", "wait_s_median", "data_wait_share"):
         out[key] = s.get(key)
     out["window_valid"] = (s.get("window") or {}).get("valid")
-    span = _window_span(steps, None if whole else (s.get("window") or {}).get("first_step"))
-    out.update(_processes(samples, rank, span))
+    spans = (s.get("window") or {}).get("spans") or None
+    out.update(_processes(samples, rank, spans))
     return out
 
 
-def _window_span(steps: list[dict], first_step: int | None) -> tuple[float, float] | None:
-    inside = [s for s in steps if first_step is None or s.get("n", s.get("step", 0)) >= first_step]
-    if not inside:
-        return None
-    return inside[0]["t0"], inside[-1]["t1"]
-
-
-def _processes(samples: list[dict], rank: int, span: tuple[float, float] | None) -> dict[str, Any]:
-    """The rank's process and workers over ``span`` (all samples where there is none)."""
+def _processes(samples: list[dict], rank: int, spans: list[list[float]] | None) -> dict[str, Any]:
+    """The rank's process and workers over ``spans`` (its window's training steps; all samples where there are
+    none)."""
     key = str(rank)
     rows = [s["ranks"][key] for s in samples
             if s.get("type") == "sample" and isinstance(s.get("ranks"), dict) and isinstance(s["ranks"].get(key), dict)
-            and (span is None or span[0] <= s.get("t", 0) <= span[1])]
+            and (not spans or stretches.inside(s.get("t", 0), spans))]
     if not rows:
         return {}
 

@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-from yolodoctor.record import bounds
+from yolodoctor.record import bounds, stretches
 
 
 def steps_of(events: Iterable[dict]) -> list[dict]:
@@ -61,7 +61,11 @@ def depth_of(settings: dict[str, Any]) -> int:
 
 def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = False,
                     began: float | None = None) -> dict[str, Any]:
-    """``whole``: the steps given are the window (a rolling window of a live run), not a run from its start.
+    """One train() call's steps summarised: ``seconds`` from its first step's wait to its last step's end,
+    ``training_s`` the same with the pauses between stretches left out (record/stretches.py), ``pauses`` (count,
+    seconds, longest, how many at an epoch's end), the steady ``window`` (record/bounds.py) and the figures over
+    its training steps only. ``whole``: the steps given are the window (a rolling window of a live run), not a run
+    from its start.
     ``began``: when this train() call began (its ``train_begin`` event); with it, ``one_off_s`` is the time the run
     took to reach its steady window beyond what its images before the window take at the steady rate (setup, filling
     a RAM cache, compiling, the first slow steps): what a change costs once, whatever the run's length."""
@@ -69,12 +73,21 @@ def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = F
     if not steps:
         return out
     out["seconds"] = steps[-1]["t1"] - (steps[0]["t0"] - (steps[0].get("wait") or 0))
+    parts = stretches.split([s for s in steps if not s.get("traced")])
+    out["training_s"] = stretches.seconds(parts)
+    gaps = stretches.pauses(parts)
+    at_ends = [p["seconds"] for p in gaps if p["epoch_end"]]
+    out["pauses"] = {"count": len(gaps), "seconds": sum(p["seconds"] for p in gaps),
+                     "longest_s": max((p["seconds"] for p in gaps), default=0.0), "epoch_ends": len(at_ends),
+                     "epoch_end_s_median": statistics.median(at_ends) if at_ends else None}
     w = bounds.window(steps, depth_of(settings), whole=whole)
     window = w.pop("records")
     out["window"] = w
+    spans = w.get("spans") or []
     if len(window) < 2:
         window = steps[len(steps) // 2:] or steps  # report something, marked invalid above
-    span = window[-1]["t1"] - window[0]["t0"] + (window[0].get("wait") or 0)
+        spans = [list(stretches.span(p)) for p in stretches.split(window)]
+    span = sum(b - a for a, b in spans)  # the window's training steps only: no pause between stretches
     imgs = sum(s["images"] for s in window)
     step_times = [(s.get("wait") or 0) + s["compute"] for s in window]
     rates = [s["images"] / t for s, t in zip(window, step_times, strict=False) if t > 0]
