@@ -91,6 +91,19 @@ def main() -> None:
             cells.append(f"{p or 'none'}{' + ' + ', '.join(extra) if extra else ''} {'right' if ok else 'WRONG'}")
         rows.append(f"| {name.removeprefix('h200-')} | {'after' if after else 'before'} | {shows} ({figures}) | "
                     f"{want or 'none'} | {cells[0]} | {cells[1]} |")
+    sat_facts = diagnose(PROFILES / "h200-b128w16-cpu-saturated").facts
+
+    def pct(key: str, scale: float = 1.0) -> str:
+        v = sat_facts.get(key)
+        return f"{v * scale:,.0f}%" if isinstance(v, (int, float)) else "n/a"
+
+    sat = {"workers": pct("cpu.train_workers_pct"), "thread": pct("cpu.train_thread_pct"),
+           "saturated": pct("cpu.saturated_share", 100), "val": pct("run.val_share", 100)}
+
+    def cells_of(name: str) -> str:
+        v = frozen[name]
+        return "the frozen rules gave " + (", ".join(i for i, sev in v if sev in ("warning", "error")) or "nothing")
+
     body = f"""## Rule accuracy on the recorded H200 profiles
 
 Command: `python bench/report_rules_accuracy.py` (the frozen verdicts come from the frozen commit's own code and
@@ -105,12 +118,15 @@ primary finding is the first warning or error (findings are ranked by estimated 
 
 Frozen rules on the scenarios recorded after the freeze: {score['frozen'][0]} of {score['frozen'][1]} primary findings
 right; rules now: {score['now'][0]} of {score['now'][1]}. What the frozen rules got wrong, and what changed:
-- **b128w16-cpu-saturated**: silent. DL202 (CPU saturated) needs data wait, and there was none: with 16 workers on
-  16 cores the queue stayed full, but the workers took about 1,470% CPU and the training thread 25-35% of a core,
-  so each launch-bound step took 150-270 ms instead of 80 ms and NVML utilisation fell from 75% to 30% while they
-  ran. New rule DL205 (workers starve the training thread; fix: leave two cores, verified by trials). The frozen
-  facts also dropped the validation share of every bounded run; validated epochs inside one now count (VL201:
-  validation 1/3 of each epoch at this batch).
+- **b128w16-cpu-saturated**: {cells_of('h200-b128w16-cpu-saturated')}. DL202 (CPU saturated) needs data wait, and
+  there was none: with 16 workers on 16 cores the queue stayed full, but the workers took {sat['workers']} of CPU
+  (median over the window) and the training thread {sat['thread']} of a core (machine CPU above 90% in
+  {sat['saturated']} of the samples), so the launch-bound steps slowed while they ran. New rule DL205 (workers
+  starve the training thread; fix: leave two cores, verified by trials). The frozen facts also dropped the
+  validation share of every bounded run; validated epochs inside one now count (VL201: validation
+  {sat['val']} of each epoch at this batch). Its epochs (63 batches) are shorter than the loader's queue (64): every
+  step after a validation pause is served from batches made during the pause, so the whole run has no steady
+  window (RN201), in both codes since its summary is derived again from its steps.
 - **yolo11x-autobatch90**: right primary (the window was too short: the scenario's 50 steps were too few), \
 but a false MM204
   (fragmentation "55x"): the allocated side was read at batch end, after the activations were freed. The recorder

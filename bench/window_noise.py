@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from yolodoctor.record.events import read_events
-from yolodoctor.record.summary import in_window, settings_of, steps_of, window_start
+from yolodoctor.record import bounds
+from yolodoctor.record.summary import depth_of, settings_of, steps_of
 
 SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0)
 
@@ -28,7 +29,7 @@ SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0)
 def steady_steps(run: Path) -> list[dict]:
     events = list(read_events(run / "events.jsonl"))
     steps = [s for s in steps_of(events) if s.get("train_index", 0) == 0]
-    return in_window(steps, window_start(settings_of(events)))
+    return bounds.window(steps, depth_of(settings_of(events)))["records"]  # training steps only, as profile.json
 
 
 def windows(steps: list[dict], seconds: float) -> list[float]:

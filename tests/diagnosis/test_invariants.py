@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.diagnose import diagnose
-from yolodoctor.diagnosis.invariants import across, violations
+from yolodoctor.diagnosis.invariants import across, violations, window_violations
 from yolodoctor.record.events import read_events
 from yolodoctor.record.profile import Profile
 
@@ -23,6 +23,7 @@ def test_every_recorded_profile_holds_the_invariants():
         d = diagnose(run)
         events = list(read_events(run / "events.jsonl"))
         assert violations(d.facts, events) == [], run.name
+        assert window_violations(d.profile.summary, events, d.profile.ranks) == [], run.name
         seen.append((d.profile.args.get("model", "?"), d.facts))
     assert across(seen) == []
     assert len({m for m, _ in seen}) >= 2
@@ -92,3 +93,23 @@ def test_the_batch_that_ran_and_the_halvings_come_from_the_steps():
     # without the retry event (an older record), the halving in the steps still counts
     f2 = facts_mod.from_profile(prof, events=[e for e in events if e["type"] != "oom_retry"], samples=[])
     assert f2["run.oom_retries"] == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(12, 150), st.integers(1, 5), st.floats(0.01, 0.5), st.floats(0.0, 30.0), st.integers(0, 16),
+       st.booleans())
+def test_generated_whole_runs_with_pauses_hold_the_window_invariants(per_epoch, n_epochs, step_s, pause_s, workers,
+                                                                      occupancy):
+    """Whole runs of any shape (epoch length, epochs, step time, validation pause, queue depth, with or without the
+    queue's occupancy): the window never holds a pause or a refilled step, and its rate is its steps'."""
+    from fakes import epochs
+
+    from yolodoctor.record.summary import summarise
+
+    depth = 4 * workers
+    ready = (lambda e, i: max(depth - 1 - i, 0) if e else 0) if occupancy and depth else None
+    ev = epochs(per_epoch, n_epochs, step_s=step_s, pause_s=pause_s, ready=ready, fast_refill=min(depth, per_epoch))
+    s = summarise(ev, {"workers": workers, "prefetch_factor": 4})
+    assert window_violations(s, ev) == []
+    if s["window"]["valid"]:
+        assert s["window"]["stretches"] and s["window"]["first_step"] <= s["window"]["last_step"]

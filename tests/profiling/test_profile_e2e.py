@@ -54,8 +54,10 @@ def test_bounded_profile_writes_a_rereadable_record(dataset, tmp_path):
     # checkpoint, which nothing reads: the process ends at the training's end
     assert not (tmp_path / "ul" / "run" / "weights" / "last.pt").exists()
     ph = prof.summary["phases"]
-    assert list(ph) == ["start", "imports", "model", "trainer", "setup", "first_batch", "steps", "end", "total"]
-    assert abs(sum(v for k, v in ph.items() if k != "total") - ph["total"]) < 0.01
+    assert list(ph) == ["start", "imports", "model", "trainer", "setup", "first_batch", "steps", "end", "total",
+                        "training", "pauses"]
+    assert abs(sum(v for k, v in ph.items() if k not in ("total", "training", "pauses")) - ph["total"]) < 0.01
+    assert ph["pauses"] == 0 and ph["training"] == ph["steps"]  # a bounded run stays inside its first epoch
     ev = list(read_events(out / "events.jsonl"))
     after = ev[-1]["t"] - max(e["t1"] for e in ev if e["type"] == "step")  # the trace's export, the loader's timing
     assert ev[-1]["type"] == "run_end" and ph["end"] < after + 1.0  # and then no teardown: the process ends there

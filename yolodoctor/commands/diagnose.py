@@ -48,6 +48,9 @@ def run_diagnose(run_dir: Path, *, rule_dirs: list[str | Path] | None, as_json: 
         keys = [("rate (not steady)", k) if k == "run.images_per_s" and d.facts.get("run.window_valid") is False
                 else (label, k) for label, k in FACT_KEYS]
         shown = dict(d.facts)
+        if wall := report.wall_line(d.profile.summary or {}):
+            shown["run.wall"] = wall
+            keys.append(("wall time", "run.wall"))
         for r in d.profile.ranks or []:  # DDP: the ranks side by side
             shown[f"ranks.{r.get('rank')}"] = report.rank_line(r)
             keys.append((f"rank {r.get('rank')}", f"ranks.{r.get('rank')}"))

@@ -109,6 +109,7 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs: l
         with training_status(err, "applying: the whole training") as show, \
                 watching(progress=show, echo=echo_to(err) if command or debug else None, debug=debug):
             applied = relaunch(replay, chosen, run_dir, log, command)
+        applied["speedups"] = _applied_speedups(run_dir, applied)
     elif apply:  # nothing to change: relaunching the same training would only repeat it
         why = ("fix --verify kept no change: the original arguments stand" if verify and p.changes else
                "the plan holds no change: the original arguments stand")
@@ -145,6 +146,24 @@ def _print_report(out: Console, run_dir: Path, p: Plan, trials: TrialReport | No
     elif applied:
         out.print(f"\n[bold]applied[/]: {applied['run_dir']} ({applied['status']})"
                   + (f" - [yellow]rolled back[/]: {applied['rollback_reason']}" if applied["rolled_back"] else ""))
+        if applied.get("speedups"):
+            from yolodoctor.presentation.comparison import speedup_line
+
+            out.print(speedup_line(applied["speedups"]) + " [dim](against the profile it fixed)[/]",
+                      highlight=False)
+
+
+def _applied_speedups(run_dir: Path, applied: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+    """The applied training's speed-up over the profile it fixed, on its steps and on its wall time."""
+    from yolodoctor.errors import InputError
+    from yolodoctor.presentation.comparison import compare, speedups
+
+    if applied.get("status") != "complete" or not applied.get("run_dir"):
+        return None
+    try:
+        return speedups(compare(run_dir, applied["run_dir"]))
+    except InputError:
+        return None
 
 
 def verify_plan(replay: dict[str, Any], plan: Plan, profile: Any, run_dir: Path, cands: list[Candidate], *,

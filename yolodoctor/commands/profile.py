@@ -101,6 +101,9 @@ def run(words: list[str], *, steps: int | None, out: Path | None, as_json: bool,
         o.rule(f"[bold]yolodoctor profile: {run_dir}")
         report.render_verdict(o, v)
         values, rows, notes = summary_rows(prof, diag.facts)
+        if wall := report.wall_line(prof.summary or {}):
+            values["wall"] = wall
+            rows.append(("wall time", "wall"))
         report.render_facts(o, values, rows, notes)
         report.render_findings(o, findings, "Diagnosis (most time saved first)", group=False)
         if v.next:

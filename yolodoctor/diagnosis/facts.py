@@ -55,6 +55,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "run.pause_share": ("double", "share of the steps' wall time (first step to last) spent in those pauses"),
     "run.pauses": ("double", "pauses between stretches of training steps"),
     "run.training_s": ("double", "seconds of the train() call's training steps, pauses left out"),
+    "run.wall_s": ("double", "wall seconds of a whole run, its process's start to its end (absent for a bounded "
+                             "run, which is not the training's whole)"),
     "run.epoch_wall_s": ("double", "estimated wall seconds per epoch: run.epoch_s plus the median pause at an epoch's "
                                    "end (validation and saving included)"),
     "ranks.count": ("double", "DDP ranks that trained (absent for a single process)"),
@@ -376,6 +378,8 @@ def _pause_facts(f: dict[str, Any], s: dict[str, Any]) -> None:
     """Where the steps' wall time went besides training: the pauses between stretches (record/stretches.py)."""
     p = _d(s.get("pauses"))
     _put(f, "run.training_s", s.get("training_s"))
+    if s.get("bounded") is False:
+        _put(f, "run.wall_s", _d(s.get("phases")).get("total"))
     if not _num(p.get("count")):
         return
     _put(f, "run.pauses", p["count"])

@@ -89,8 +89,9 @@ def window_violations(summary: dict[str, Any], events: Iterable[dict],
         return []
     out: list[str] = []
     main = summary.get("train_index", 0)
-    steps = [e for e in events if e.get("type") == "step" and e.get("train_index", 0) == main and not e.get("traced")
+    every = [e for e in events if e.get("type") == "step" and e.get("train_index", 0) == main
              and _num(e.get("t0")) and _num(e.get("t1"))]
+    steps = [e for e in every if not e.get("traced")]
     if w.get("valid") and not all(k in w for k in ("first_step", "last_step", "stretches")):
         out.append("a valid window does not state its first and last step and its stretches")
     by_n = {e.get("n", e.get("step")): e for e in steps}
@@ -118,9 +119,10 @@ def window_violations(summary: dict[str, Any], events: Iterable[dict],
         out.append(f"images/s {rate:.1f} differs from the window's images over its step times ({own:.1f}) by more "
                    f"than {RATE_AGREEMENT:.0%}")
     depth = w.get("prefetch_depth") or 0
-    where = {id(s): (k, i) for k, p in enumerate(stretches.split(steps)) for i, s in enumerate(p)}
+    parts = [[s for s in p if not s.get("traced")] for p in stretches.split(every)]  # as the window cuts them
+    where = {id(s): (k, i) for k, p in enumerate(parts) for i, s in enumerate(p)}
     served = {k: bounds.refill(p, depth, w.get("evidence") or "fixed rule")
-              for k, p in enumerate(stretches.split(steps)) if k > 0}  # the stretches that follow a pause
+              for k, p in enumerate(parts) if k > 0 and p}  # the stretches that follow a pause
     early = [s for s in win if where[id(s)][0] in served and where[id(s)][1] < served[where[id(s)][0]]]
     if early:
         out.append(f"{len(early)} window steps (the first: {early[0].get('n')}) were served from the loader's queue "

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 # (fact, label, kind, which direction is better); kind picks the formatting (fmt below)
 METRICS: list[tuple[str, str, str, str | None]] = [
-    ("run.images_per_s", "steady images/s", "rate", "higher"),
+    ("run.images_per_s", "steady images/s (training steps)", "rate", "higher"),
+    ("run.wall_s", "wall time (whole run)", "seconds", "lower"),
+    ("run.pause_s", "pauses (validation, epochs' ends)", "seconds", "lower"),
     ("run.epoch_s", "epoch time (estimate)", "seconds", "lower"),
     ("run.step_s", "median step time", "seconds", "lower"),
     ("run.data_wait_share", "data-wait share", "share", "lower"),
@@ -116,6 +118,38 @@ def compare(run_a: str | Path, run_b: str | Path, rules: list[Compiled] | None =
     return cmp
 
 
+def speedups(cmp: Comparison) -> dict[str, dict[str, Any]]:
+    """B's speed-up over A, each named as what it is: ``steps`` (steady images/s over the training steps, pauses
+    left out; where both windows hold) and ``wall`` (the whole run's wall time, process start to end; where both
+    runs were whole). A figure that cannot be had says why instead."""
+    out: dict[str, dict[str, Any]] = {}
+    r = cmp.deltas.get("run.images_per_s") or {}
+    valid = all(d.facts.get("run.window_valid") is True for d in (cmp.a, cmp.b))
+    if r.get("ratio") and valid:
+        out["steps"] = {"ratio": r["ratio"], "a": r["a"], "b": r["b"],
+                        "what": "steady images/s over the training steps (pauses left out)"}
+    else:
+        out["steps"] = {"ratio": None, "why": "a steady window is missing" if not valid else "no rate to compare"}
+    w = cmp.deltas.get("run.wall_s") or {}
+    if w.get("a") and w.get("b"):
+        out["wall"] = {"ratio": w["a"] / w["b"], "a": w["a"], "b": w["b"],
+                       "what": "wall time of the whole run (setup, training, validation, end)"}
+    else:
+        bounded = [s for s, d in (("A", cmp.a), ("B", cmp.b)) if (d.profile.summary or {}).get("bounded")]
+        out["wall"] = {"ratio": None, "why": (f"run {' and '.join(bounded)} was a bounded profile, not the whole "
+                                              "training" if bounded else "a run's wall time was not recorded")}
+    return out
+
+
+def speedup_line(ups: dict[str, dict[str, Any]]) -> str:
+    """B's speed-up over A in one line, each figure named as what it is (or why it is missing)."""
+    parts = []
+    for key, name in (("steps", "on the training steps (steady images/s)"), ("wall", "on the wall time (whole run)")):
+        u = ups.get(key) or {}
+        parts.append(f"{u['ratio']:.2f}x {name}" if u.get("ratio") else f"none {name}: {u.get('why', 'not measured')}")
+    return "speed-up: " + "; ".join(parts)
+
+
 def fmt(v: float | None, kind: str) -> str:
     if v is None:
         return "n/a"
@@ -154,7 +188,7 @@ def to_json(cmp: Comparison, html: str | None = None) -> dict[str, Any]:
     return report.envelope("compare", cmp.b.findings, cmp.b.facts, None, runs=runs, deltas=cmp.deltas,
                            resolved=cmp.resolved, new=cmp.new, persisting=cmp.persisting, unmeasured=cmp.unmeasured,
                            comparable=cmp.comparable, mismatch=cmp.mismatch, warnings=cmp.warnings, notes=cmp.notes,
-                           html=html)
+                           speedups=speedups(cmp), html=html)
 
 
 def render(console: Console, cmp: Comparison) -> None:
@@ -175,6 +209,7 @@ def render(console: Console, cmp: Comparison) -> None:
         style = {"better": "green", "worse": "red"}.get(verdict or "", "")
         t.add_row(label, fmt(d["a"], kind), fmt(d["b"], kind), f"[{style}]{text}[/]" if style else text)
     console.print(t)
+    console.print(speedup_line(speedups(cmp)), highlight=False)
     by_id = {f.id: f for f in (*cmp.a.findings, *cmp.b.findings)}
     missing = {o.rule: o.detail for o in cmp.b.outcomes if o.state != "fired"}
     unknown_in_a = {o.rule for o in cmp.a.outcomes if o.state in ("missing", "error")}

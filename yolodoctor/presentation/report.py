@@ -246,3 +246,20 @@ def rank_line(r: dict[str, Any]) -> str:
     if isinstance(r.get("gpu_util_pct"), (int, float)):
         parts.append(f"GPU {r['gpu_util_pct']:.0f}% busy")
     return ", ".join(parts)
+
+
+def wall_line(summary: dict[str, Any]) -> str | None:
+    """Where a run's wall time went, in a line: setup (process start to the first step), the training steps, the
+    pauses between them (validation, the epochs' ends, checkpoints) and the end; None without recorded phases."""
+    ph = summary.get("phases")
+    if not isinstance(ph, dict) or not isinstance(ph.get("total"), (int, float)):
+        return None
+    training, pauses = ph.get("training", ph.get("steps")), ph.get("pauses", 0.0)
+    setup = sum(v for k, v in ph.items() if k in ("start", "imports", "model", "trainer", "setup", "first_batch")
+                and isinstance(v, (int, float)))
+    parts = [f"setup {setup:.1f} s", f"training steps {training or 0:.1f} s"]
+    if pauses:
+        parts.append(f"pauses {pauses:.1f} s (validation, the epochs' ends)")
+    parts.append(f"end {ph.get('end') or 0:.1f} s")
+    scope = "" if summary.get("bounded") is False else " (a bounded profile, not the whole training)"
+    return f"{ph['total']:.1f} s{scope}: " + ", ".join(parts)

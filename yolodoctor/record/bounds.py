@@ -88,7 +88,7 @@ def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> d
     plain = [s for s in steps if not s.get("traced")]
     out: dict[str, Any] = {"prefetch_depth": depth, "needs": None, "why": None}
     first = max(_n(steps[0]) if steps and whole else 0, SETTLE)  # a live window: its own steps, settled ones only
-    parts = stretches.split(plain)
+    parts = [p for p in ([s for s in part if not s.get("traced")] for part in stretches.split(steps)) if p]
     if depth == 0:
         evidence = "no queue"
     elif plain and all(isinstance(s.get("ready"), (int, float)) for s in plain if _n(s) >= first) and \

@@ -44,16 +44,6 @@ def settings_of(events: list[dict], train_index: int = 0) -> dict[str, Any]:
                  if e.get("type") == "settings" and e.get("train_index", 0) == train_index), {})
 
 
-def window_start(settings: dict[str, Any]) -> int:
-    """The fixed rule's first window step (record/bounds.py), from a run's effective settings."""
-    return bounds.window_start(settings.get("workers") or 0, settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
-
-
-def in_window(steps: list[dict], start: int) -> list[dict]:
-    """The steps from ``start`` on, the profiler-traced ones left out."""
-    return [s for s in steps if s.get("n", s["step"]) >= start and not s.get("traced")]
-
-
 def depth_of(settings: dict[str, Any]) -> int:
     return bounds.prefetch_depth(settings.get("workers") or 0,
                                  settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
@@ -73,7 +63,7 @@ def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = F
     if not steps:
         return out
     out["seconds"] = steps[-1]["t1"] - (steps[0]["t0"] - (steps[0].get("wait") or 0))
-    parts = stretches.split([s for s in steps if not s.get("traced")])
+    parts = stretches.split(steps)  # traced steps are training steps too (only the window leaves them out)
     out["training_s"] = stretches.seconds(parts)
     gaps = stretches.pauses(parts)
     at_ends = [p["seconds"] for p in gaps if p["epoch_end"]]
