@@ -845,3 +845,41 @@ def test_a_change_faster_in_steady_state_is_not_kept_where_its_one_off_outweighs
     assert v.kept and v.saved_s > 100 and "saves about" in v.why
     # unknown planned training or one-off: judged on the steady rate alone
     assert {x.candidate: x for x in judge(rs(30.0), cands)[0]}["cache=ram"].kept
+
+
+def _rounds_with(table, cands, reps=2):
+    """rounds() over recorded rates: each trial of a candidate yields its next value from ``table``."""
+    from yolodoctor.fixing.trials import rounds
+
+    seen: dict[str, int] = {}
+
+    def one(c, rep, run_dir):
+        i = seen.get(c.name, 0)
+        seen[c.name] = i + 1
+        return TrialRun(c.name, rep, str(run_dir), "complete", None, table[c.name][i], True, [])
+
+    return rounds(cands, one, reps=reps), seen
+
+
+def test_changes_kept_apart_are_trialled_together_before_they_are_applied():
+    # cache=ram and workers=15 each kept alone, the whole plan (with batch=64) rejected: no trial measured the two
+    # together, so one more candidate does before anything is applied
+    cands = candidates(plan_of(("cache", "ram"), ("workers", 15), ("batch", 64)))
+    table = {"baseline": [100, 101], "cache=ram": [340, 345], "workers=15": [230, 235], "batch=64": [100, 102],
+             "plan": [90, 92], "together:cache=ram+workers=15": [500, 505]}
+    report, seen = _rounds_with(table, cands)
+    assert seen["together:cache=ram+workers=15"] == 2
+    assert [(c.key, c.after) for c in report.kept] == [("cache", "ram"), ("workers", 15)]
+    v = {x.candidate: x for x in report.verdicts}
+    assert "applied: together" in v["together:cache=ram+workers=15"].why
+    # together no faster than cache=ram alone: cache=ram alone is applied, measured as it is
+    table["together:cache=ram+workers=15"] = [342, 344]
+    report, _ = _rounds_with(table, cands)
+    assert [(c.key, c.after) for c in report.kept] == [("cache", "ram")]
+    v = {x.candidate: x for x in report.verdicts}
+    assert "cache=ram is applied alone" in v["together:cache=ram+workers=15"].why
+    assert not v["together:cache=ram+workers=15"].kept
+    # one change kept: nothing more to trial
+    table2 = {**table, "workers=15": [100, 99]}
+    report, seen = _rounds_with(table2, cands)
+    assert "together:cache=ram+workers=15" not in seen and [c.key for c in report.kept] == ["cache"]

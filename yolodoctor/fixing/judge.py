@@ -279,6 +279,8 @@ def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | 
         else:
             verdicts.append(_verdict(c, t))
     kept = _merge_kept(cands, verdicts)
+    if (combo := _trialled_combination(cands, kept)) is not None:
+        return verdicts, spread, _combination(by, cands, verdicts, combo, noise), noise
     whole = _measured_together(by, cands, verdicts, kept, noise)
     for c, v in zip(cands[1:], verdicts[1:], strict=False):  # a whole set is kept only where it is what gets applied
         if c.whole and c is not whole and v.kept:
@@ -292,6 +294,44 @@ def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | 
         if v.inconclusive and all(any(x is y for y in whole.changes) for x in c.changes):
             v.inconclusive, v.to_decide = False, None
     return verdicts, spread, list(whole.changes), noise
+
+
+COMBINATION = "together"  # the name's prefix of the candidate that trials kept changes measured apart
+
+
+def unmeasured(cands: list[Candidate], kept: list[Change]) -> Candidate | None:
+    """The kept changes as one candidate to trial, where they came from several candidates and none measured them
+    together (what is applied must be what was measured); None where one did, or one change is kept."""
+    if len(kept) < 2 or any(same_changes(c.changes, kept) for c in cands):
+        return None
+    return Candidate(f"{COMBINATION}:" + "+".join(f"{c.key}={c.after}" for c in kept), list(kept), whole=True)
+
+
+def _trialled_combination(cands: list[Candidate], kept: list[Change]) -> Candidate | None:
+    return next((c for c in cands if c.name.startswith(f"{COMBINATION}:") and same_changes(c.changes, kept)), None)
+
+
+def _combination(by: dict[str, list[TrialRun]], cands: list[Candidate], verdicts: list[Verdict], combo: Candidate,
+                 noise: Noise) -> list[Change]:
+    """What is applied once the kept changes were trialled together: all of them where together they beat the fastest
+    kept candidate beyond the noise (and the baseline: the combination's own verdict), else that candidate's changes
+    alone. The combination's verdict says which, and why."""
+    v = verdicts[cands.index(combo)]
+    single = max(((c, x) for c, x in zip(cands[1:], verdicts[1:], strict=False) if x.kept and not c.whole),
+                 key=lambda cx: cx[1].median or 0.0)
+    best, bv = single
+    ok, ref = _ok(by[combo.name]), _ok(by[best.name])
+    gain = (statistics.median(ok) / statistics.median(ref) - 1) if ok and ref else None
+    limit = noise.threshold(ok, ref) if ok and ref else None
+    if v.kept and gain is not None and limit is not None and gain > limit and pairs_won(ok, ref) >= _need(ok, ref):
+        v.why += f"; applied: together {gain:+.1%} over {best.name} alone beats the noise threshold {limit:.1%}"
+        return list(combo.changes)
+    v.kept = False
+    v.inconclusive, v.to_decide = False, None
+    together = (f"together {gain:+.1%} over {best.name} alone, within the noise threshold {limit:.1%}"
+                if gain is not None and limit is not None else "together they did not run cleanly")
+    v.why += f"; not applied: {together}, so {best.name} is applied alone"
+    return list(best.changes)
 
 
 def _wall(by: dict[str, list[TrialRun]], c: Candidate, planned_images: float | None

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from yolodoctor.fixing.candidates import Candidate, candidates, mismatches
-from yolodoctor.fixing.judge import judge, loss_settled, undecided
+from yolodoctor.fixing.judge import judge, loss_settled, undecided, unmeasured
 from yolodoctor.fixing.parity import opt_points
 from yolodoctor.fixing.planner import Plan
 from yolodoctor.fixing.records import TrialReport, TrialRun
@@ -61,6 +61,13 @@ def rounds(cands: list[Candidate], one: Callable[..., TrialRun], *, reps: int, m
         if todo:
             log(f"more repeats to decide {', '.join(v.candidate for v in verdicts if v.inconclusive)}: within the "
                 "noise so far")
+    if (combo := unmeasured(cands, kept)) is not None:  # applied must be measured: the kept changes together
+        log(f"the kept changes were measured apart: trialling them together ({combo.name.split(':', 1)[1]})")
+        cands = [*cands, combo]
+        for r in range(reps):
+            log(f"trial {r + 1}/{reps}: {combo.name}")
+            runs.append(one(combo, r, out_dir / f"{_slug(combo.name)}-{r + 1}"))
+        verdicts, spread, kept, noise = judge(runs, cands, planned_images)
     return TrialReport(runs, verdicts, spread, kept, noise, round(time.monotonic() - t0, 1))  # judged after the last
 
 
