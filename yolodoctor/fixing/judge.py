@@ -121,11 +121,38 @@ def _measure(c: Candidate, t: _Trials) -> _Measured:
     med = statistics.median(ok) if ok else None
     ref_vals = t.base if c.against == "baseline" else _ok(t.by.get(c.against, []))
     ref = statistics.median(ref_vals) if ref_vals else None
-    alters = any(x.changes_training for x in c.changes)
-    par = parity(t.unchanged, _curves(rs)) if alters else t.safe_par.get(c.name)  # as loss_settled reads them
+    alters = bool(altering(c))
+    # as loss_settled reads them; a change that only reschedules training (a batch within nbs) is held to the band of
+    # changes to training, never below SAFE_FLOOR, and may be judged on one reference run's curve
+    par = (parity(t.unchanged, _curves(rs), **({} if _unsafe(c) else {"floor": SAFE_FLOOR})) if alters
+           else t.safe_par.get(c.name))
     return _Measured(c, rs, ok, med, ref_vals, t.noise.threshold(ok, ref_vals), t.noise.threshold(ok, t.base),
                      med / ref - 1 if med and ref else None, alters, par, _need(ok, ref_vals),
                      _wall(t.by, c, t.planned_images))
+
+
+def reschedules(x: Change) -> bool:
+    """A batch change: BatchNorm normalises over another batch, and over the warm-up (min(warmup_epochs, epochs - 1)
+    epochs in 8.4) Ultralytics ramps ``accumulate`` from 1 to nbs / batch, so another batch takes another number of
+    optimizer steps there. Within nbs it is safe to apply (the optimisation's nominal batch is unchanged), but its
+    loss is another schedule's: judged as a change to training, never as a breakage."""
+    return x.kind == "args" and x.key == "batch" and x.before != x.after and not x.changes_training
+
+
+def _unsafe(c: Candidate) -> bool:
+    return any(x.changes_training for x in c.changes)
+
+
+def _alteration(c: Candidate) -> str:
+    if any(x.changes_training for x in c.changes):
+        return "it changes training"
+    b = next(x for x in c.changes if reschedules(x))
+    return f"batch {b.after} trains on another schedule than batch {b.before}"
+
+
+def altering(c: Candidate) -> list[Change]:
+    """The candidate's changes to what is optimised: those that change training, and those that reschedule it."""
+    return [x for x in c.changes if x.changes_training or reschedules(x)]
 
 
 def _reference_trouble(c: Candidate, t: _Trials) -> str | None:
@@ -143,8 +170,14 @@ def _loss_broke(m: _Measured) -> _Outcome | None:
         return None
     c = m.c
     over = "" if c.against == "baseline" else f" over {c.against}"
-    what = ("it changes training and its loss is {:+.1%} against unchanged training's" if alters else
-            "its loss is {:+.1%} against unchanged training's").format(par["rel"])
+    resched = [x for x in c.changes if reschedules(x)]
+    what = ("it changes training and its loss is {:+.1%} against unchanged training's" if alters and not resched
+            else "its loss is {:+.1%} against unchanged training's").format(par["rel"])
+    if resched and all(reschedules(x) or not x.changes_training for x in c.changes):
+        b = resched[0]
+        what = (f"batch {b.after} trains on another schedule (BatchNorm over {b.after} images, not {b.before}; the "
+                "warm-up's ramp of accumulate gives another number of optimizer steps), and its loss is "
+                f"{par['rel']:+.1%} against unchanged training's")
     band = f"band {par['band']:.1%}" if alters else f"{BROKEN:.0f} x the band {par['band']:.1%}"
     why = f"{m.gain:+.1%}{over}, but {what} after {par['images']} images ({_steps(par)}; {band})"
     if not alters:
@@ -190,11 +223,11 @@ def _held_back(m: _Measured, t: _Trials) -> _Outcome | None:
                          f"{c.against} ({max(ref_vals):.1f})") if m.need == 1.0 else
                         (f"{gain:+.1%} median, but it is faster than {c.against} in only "
                          f"{pairs_won(ok, ref_vals):.0%} of the pairs of repeats (needs {m.need:.0%})"), held=True)
-    if m.alters and par is None:
-        return _Outcome(f"{gain:+.1%}, but it changes training and its loss could not be compared with "
+    if m.alters and _unsafe(c) and par is None:
+        return _Outcome(f"{gain:+.1%}, but {_alteration(c)} and its loss could not be compared with "
                         "unchanged training's (too few optimizer steps after the same images)", rejected=True)
-    if m.alters and par is not None and par["band_from"] != "runs":
-        return _Outcome(f"{gain:+.1%}, but it changes training and only one run of unchanged training "
+    if m.alters and _unsafe(c) and par is not None and par["band_from"] != "runs":
+        return _Outcome(f"{gain:+.1%}, but {_alteration(c)} and only one run of unchanged training "
                         f"reaches its {par['images']} images: how much another seed moves the loss is not "
                         "measured (the curve's own scatter understates it), so its loss cannot be judged; "
                         "--reps 2 or more runs the baseline with another seed", rejected=True)
@@ -212,6 +245,8 @@ def _kept(m: _Measured, t: _Trials) -> _Outcome:
     if cost:
         why += (f"; saves about {cost[1]:.0f} s over the planned training ({t.planned_images:.0f} images), "
                 f"one-off {cost[2]:.0f} s included")
+    if par is None and m.alters:
+        why += "; its loss could not be compared (too few optimizer steps after the same images)"
     if par is not None and m.alters:
         why += (f"; loss {par['rel']:+.1%} against unchanged training's after {par['images']} images "
                 f"({_steps(par)}), within {par['band']:.1%}")
@@ -319,7 +354,7 @@ def _combination(by: dict[str, list[TrialRun]], cands: list[Candidate], verdicts
     v = verdicts[cands.index(combo)]
     single = max(((c, x) for c, x in zip(cands[1:], verdicts[1:], strict=False) if x.kept and not c.whole),
                  key=lambda cx: cx[1].median or 0.0)
-    best, bv = single
+    best, _ = single
     ok, ref = _ok(by[combo.name]), _ok(by[best.name])
     gain = (statistics.median(ok) / statistics.median(ref) - 1) if ok and ref else None
     limit = noise.threshold(ok, ref) if ok and ref else None
@@ -368,7 +403,7 @@ def _loss_references(by: dict[str, list[TrialRun]], cands: list[Candidate]
     """Each training-equivalent candidate's loss parity against the other unchanged-training runs (leave-one-out,
     SAFE_FLOOR under the band; ``broken`` where worse by more than BROKEN x the band, ``moved`` beyond the band), and
     the loss curves of unchanged training: the baseline's and those of the candidates not broken."""
-    safe = [c for c in cands if not any(x.changes_training for x in c.changes)]
+    safe = [c for c in cands if not altering(c)]
     curves = {c.name: _curves(by[c.name]) for c in safe}
     safe_par: dict[str, dict[str, Any] | None] = {}
     for c in safe:
@@ -416,7 +451,8 @@ def loss_settled(runs: list[TrialRun], cands: list[Candidate]) -> dict[str, str]
     _, unchanged = _loss_references(by, cands)
     out = {}
     for c in cands:
-        if any(x.changes_training for x in c.changes) and (p := parity(unchanged, _curves(by[c.name]))) is not None \
+        if altering(c) and (p := parity(unchanged, _curves(by[c.name]),
+                                        **({} if _unsafe(c) else {"floor": SAFE_FLOOR}))) is not None \
                 and p["rel"] > CLEAR * p["band"]:
             out[c.name] = (f"loss {p['rel']:+.1%} against unchanged training's after {p['images']} images, band "
                            f"{p['band']:.1%}")
@@ -459,7 +495,7 @@ def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], ve
     # in with a faster whole
     def blamed(c: Candidate) -> list[Change]:
         clean = all(r.status == "complete" and not r.mismatch and r.window_valid is not False for r in by[c.name])
-        alters = [x for x in c.changes if x.changes_training]
+        alters = altering(c)
         return alters if clean and alters else [c.changes[-1]]
 
     rejected = [x for c, v in zip(cands[1:], verdicts[1:], strict=False)

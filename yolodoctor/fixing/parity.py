@@ -3,8 +3,11 @@ varies?
 
 Each optimizer step gives one point (images seen so far, mean per-image loss of its micro-batches; Ultralytics' loss
 is summed over the batch and the optimizer steps every ``accumulate`` batches), so runs of other batch sizes are
-compared after the same images, and the warm-up's ramp of ``accumulate`` does not matter. The comparison takes each
-run's mean over the last fifth of the images compared.
+compared after the same images. That does not make another batch the same training: BatchNorm normalises over
+another batch, and over the warm-up Ultralytics ramps ``accumulate`` from 1 to nbs / batch, so batch 16 takes more
+optimizer steps than batch 64 over the same images, a gap that stays after the warm-up. A batch change is therefore
+judged as a change to training (judge.reschedules), and ``opt_steps`` says how many steps each side took. The
+comparison takes each run's mean over the last fifth of the images compared.
 
 The band is the noise of unchanged training under the user's schedule, measured where it can be: the trials of the
 baseline run with another seed at each repeat, and the trials of training-equivalent changes (workers, cache, ...)
