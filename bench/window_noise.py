@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from yolodoctor.record.events import read_events
 from yolodoctor.record import bounds
+from yolodoctor.record.events import read_events
 from yolodoctor.record.summary import depth_of, settings_of, steps_of
 
 SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0)

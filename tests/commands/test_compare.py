@@ -82,7 +82,8 @@ def _copy(src, dst, **changes):
 
 
 def test_not_like_for_like_warns(tmp_path):
-    other = _copy(B, tmp_path / "small", settings__imgsz=320, summary__window={"valid": False, "why": "too short", "spans": []})
+    other = _copy(B, tmp_path / "small", settings__imgsz=320,
+                  summary__window={"valid": False, "why": "too short", "spans": []})
     c = compare(A, other)
     assert not c.comparable
     assert c.mismatch == {"imgsz": {"a": 640, "b": 320}}
