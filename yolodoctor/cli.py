@@ -183,14 +183,17 @@ def monitor(ctx: Ctx, target: tuple[str, ...], refresh: float, steps: int | None
 @click.option("--max-reps", type=click.IntRange(1, 9), default=4, show_default=True,
               help="Repeats a candidate may reach while its gain is within the noise (only those run again).")
 @click.option("--budget", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
-              help="Fit --verify's trials into this many seconds [default: a quarter of what the plan can save, for "
-                   "a training of 10 epochs or more; none for shorter ones].")
+              help="Fit --verify's trials into this many seconds [default: what the planned training can pay back: "
+                   "a quarter of what the plan can save for 10 epochs or more, all of it for a shorter training].")
+@click.option("--probe-applied", is_flag=True,
+              help="Record the applied training as `profile` does (profiler trace, loader timing) [default: its "
+                   "steps, wall phases and 1 Hz samples only].")
 @click.option("--yes", is_flag=True, help="Replay a run directory recorded on another machine.")
 @click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(path_type=Path), help="Add a folder of rules.")
 @click.pass_obj
 def fix(ctx: Ctx, run_dir: Path | None, allow_unsafe: bool, verify: bool, apply: bool, tries: tuple[str, ...],
-        reps: int, max_reps: int, budget: float | None, yes: bool, as_json: bool,
+        reps: int, max_reps: int, budget: float | None, probe_applied: bool, yes: bool, as_json: bool,
         rule_dirs: tuple[Path, ...]) -> None:
     """Plan the changes that remove the findings of a run (default: the latest); verify and apply them."""
     no_command(ctx, "fix")
@@ -198,7 +201,7 @@ def fix(ctx: Ctx, run_dir: Path | None, allow_unsafe: bool, verify: bool, apply:
 
     sys.exit(run(run_dir, allow_unsafe=allow_unsafe, as_json=as_json, rule_dirs=list(rule_dirs), verify=verify,
                  apply=apply, tries=list(tries), reps=reps, max_reps=max_reps, yes=yes, budget=budget,
-                 debug=ctx.debug))
+                 debug=ctx.debug, probe_applied=probe_applied))
 
 
 @cli.command("make-dataset")

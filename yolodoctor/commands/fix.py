@@ -50,7 +50,7 @@ def user_candidates(words: list[str], settings: dict[str, Any]) -> list[Change]:
 def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs: list[str | Path] | None = None,
         verify: bool = False,
         apply: bool = False, tries: list[str] | None = None, reps: int = 2, max_reps: int | None = None,
-        yes: bool = False, budget: float | None = None, debug: bool = False) -> int:
+        yes: bool = False, budget: float | None = None, debug: bool = False, probe_applied: bool = False) -> int:
     from yolodoctor.console import echo_to, stderr_console, stdout_console, training_status
     from yolodoctor.diagnosis.diagnose import diagnose
     from yolodoctor.fixing.apply import relaunch
@@ -95,20 +95,30 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs: l
         raise UsageError("the plan changes what is optimised (" + ", ".join(f"{c.key}={c.after}" for c in chosen
                          if c.changes_training) + "): --apply it with --verify, so that a loss-parity trial checks it")
     cands = None
+    estimate: Estimate | None = None
     if verify and p.changes:
         from yolodoctor.fixing.candidates import candidates
 
-        cands, top, est = _design(candidates(p), reps, max(max_reps or reps, reps), d.profile, p, budget, log)
-        trials = verify_plan(replay, p, d.profile, run_dir, cands, reps=reps, max_reps=top, log=log, command=command,
-                             err=err, debug=debug)
-        trials.estimate = est
-        chosen = trials.kept
+        cands, top, est = _design(candidates(p), reps, max(max_reps or reps, reps), d.profile, p, budget, log,
+                                  run_dir)
+        estimate = est
+        if est.fits:
+            trials = verify_plan(replay, p, d.profile, run_dir, cands, reps=reps, max_reps=top, log=log,
+                                 command=command, err=err, debug=debug)
+            trials.estimate = est
+            chosen = trials.kept
+        else:  # unverified: only what is safe without a trial is applied
+            chosen = [c for c in p.changes if not c.changes_training]
+            if apply and len(chosen) < len(p.changes):
+                log("not applied unverified (they change training): " + ", ".join(
+                    f"{c.key}={c.after}" for c in p.changes if c.changes_training))
     applied = None
     if apply and chosen:
         # a script's own output is shown, as `profile` shows it; Ultralytics' (quiet) log only under --debug
         with training_status(err, "applying: the whole training") as show, \
                 watching(progress=show, echo=echo_to(err) if command or debug else None, debug=debug):
-            applied = relaunch(replay, chosen, run_dir, log, command)
+            applied = relaunch(replay, chosen, run_dir, log, command, probes=probe_applied)
+        applied["verified"] = trials is not None
         applied["speedups"] = _applied_speedups(run_dir, applied)
     elif apply:  # nothing to change: relaunching the same training would only repeat it
         why = ("fix --verify kept no change: the original arguments stand" if verify and p.changes else
@@ -119,6 +129,7 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs: l
     if as_json:
         report.dump_json(report.envelope("fix", d.findings, d.facts, run_dir=str(run_dir), plan=p.to_dict(),
                                          trials=trials.to_dict() if trials else [], applied=applied,
+                                         verify=estimate.to_dict() if estimate is not None else None,
                                          speedups=speedups(trials, cands) if trials else {}))
         return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
     _print_report(stdout_console(), run_dir, p, trials, cands, (d.profile.settings or {}).get("images_per_epoch"),
@@ -230,30 +241,35 @@ def speedups(t: TrialReport, cands: list[Candidate] | None) -> dict[str, dict[st
 
 
 def _design(cands: list[Candidate], reps: int, max_reps: int, profile: Any, plan: Plan, budget: float | None,
-            log: Callable[[str], None]) -> tuple[list[Candidate], int, Estimate]:
-    """The trials to run: all of them, or those that fit the budget (--budget, or a quarter of what the plan can save
-    for a training of 10 epochs or more); says what verify will cost against what it can save, and what it skipped."""
-    from yolodoctor.fixing.budget import MIN_EPOCHS, SHARE, fit
+            log: Callable[[str], None], run_dir: Path) -> tuple[list[Candidate], int, Estimate]:
+    """The trials to run within the budget (--budget, else what the planned training can pay back:
+    fixing/budget.default_budget); says what verify will cost against what it can save, and what it left out. An
+    estimate that does not ``fits`` means verify does not run."""
+    import math
+    import shlex
+
+    from yolodoctor.fixing.budget import default_budget, fit
 
     st = profile.settings or {}
     saving = plan.run_saving()["planned_run_upper_bound"]
     epochs = st.get("epochs") or plan.epochs
-    long_run = isinstance(epochs, (int, float)) and epochs >= MIN_EPOCHS
-    limit = budget if budget is not None else (SHARE * saving if long_run and saving and saving > 0 else None)
+    limit = budget if budget is not None else default_budget(saving, epochs, plan.epoch_s)
     loader_s = (profile.loader_capacity or {}).get("seconds") or 0.0
+    full = fit(cands, reps, max_reps, profile.summary or {}, st, saving, None,
+               loader_s if isinstance(loader_s, (int, float)) else 0.0)[2]
     cands, max_reps, est = fit(cands, reps, max_reps, profile.summary or {}, st, saving, limit,
                                loader_s if isinstance(loader_s, (int, float)) else 0.0)
     over = f" over the planned {epochs:g} epochs" if isinstance(epochs, (int, float)) else ""
     can = f"the plan can save at most {saving:.0f} s{over}" if saving is not None else "what the plan saves is unknown"
-    log(f"verify: about {est.verify_s:.0f} s for {est.trials} trials; {can}"
-        + (f"; budget {limit:.0f} s" if limit is not None else ""))
-    if est.skipped:
-        log("skipped to fit the budget: " + "; ".join(est.skipped))
-    if limit is not None and est.verify_s > limit:
-        log(f"the smallest design still takes about {est.verify_s:.0f} s, over the budget of {limit:.0f} s")
-    elif limit is None and saving is not None and est.verify_s > saving:
-        log(f"for this {epochs:g}-epoch training verify costs more than the plan can save ({est.verify_s:.0f} s "
-            f"against {saving:.0f} s); it still tells what helps for the next, longer run")
+    whose = "--budget" if budget is not None else "what the training can pay back"
+    log(f"verify: about {full.verify_s:.0f} s for {full.trials} trials; {can}"
+        + (f"; budget {limit:.0f} s ({whose})" if limit is not None else ""))
+    if not est.fits:
+        log(f"verify skipped: even its smallest design ({est.trials} trials, about {est.verify_s:.0f} s) costs more "
+            f"than the budget of {limit:.0f} s; `yolodoctor fix {shlex.quote(str(run_dir))} --verify --budget "
+            f"{math.ceil(est.verify_s)}` runs it anyway")
+    elif est.skipped:
+        log(f"within the budget: {est.trials} trials, about {est.verify_s:.0f} s; left out: " + "; ".join(est.skipped))
     return cands, max_reps, est
 
 

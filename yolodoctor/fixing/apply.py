@@ -37,10 +37,15 @@ def fresh_dir(path: Path) -> Path:
     return candidate
 
 
+LIGHT_HZ = 1.0  # the applied run's sampler rate: a few samples, enough for its facts, not a profile's 5 Hz
+
+
 def relaunch(base_args: dict[str, Any], changes: list[Change], run_dir: Path, log: Callable[[str], None],
-             command: list[str] | None = None) -> dict[str, Any]:
-    """Relaunch the whole training with the changes, profiled; on failure, roll back to the original arguments.
-    A script runs unedited: its trainers receive the changed arguments through the injected hook."""
+             command: list[str] | None = None, probes: bool = False) -> dict[str, Any]:
+    """Relaunch the whole training with the changes, recorded lightly (its steps, its wall phases and samples at
+    LIGHT_HZ: what tells whether the change helped); ``probes``: also the profiler trace and the loader's own timing
+    after it, as `profile` records them. On failure, roll back to the original arguments. A script runs unedited:
+    its trainers receive the changed arguments through the injected hook."""
     from yolodoctor.errors import Interrupted
     from yolodoctor.fixing.planner import split
     from yolodoctor.profiling.runner import run_profile, stopped_by_signal
@@ -52,15 +57,14 @@ def relaunch(base_args: dict[str, Any], changes: list[Change], run_dir: Path, lo
         log(f"applying {name}: " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "no change"))
         out, prof = run_profile(None if command else dict(base_args), command=command, overrides=changed,
                                 steps=None, out=fresh_dir(run_dir.parent / f"fix-{run_dir.name}"),
-                                env_extra=env, torch_flags=flags)  # loader timed at the end (8 s): the applied
-        # run's own diagnosis then sees whether the loader has become the limit (the H200 smoke: batch 64 moved the
-        # bottleneck to 8 workers, 27% data wait, which no rule could name without the loader's capacity)
+                                env_extra=env, torch_flags=flags, trace=probes, loader_seconds=8.0 if probes else 0,
+                                hz=5.0 if probes else LIGHT_HZ)
         if (code := stopped_by_signal(prof)) is not None:  # Ctrl-C / SIGTERM: stop here, no rollback run
             raise Interrupted(f"{prof.reason}: fix --apply stopped; the run so far is saved in {out}, marked "
                               "incomplete", code)
         result["attempts"].append({"name": name, "run_dir": str(out), "status": prof.status, "reason": prof.reason})
         result.update(run_dir=str(out), status=prof.status, applied=name, relaunched=True,
-                      changes=[c.to_dict() for c in cs])
+                      changes=[c.to_dict() for c in cs], probes=probes)
         if prof.status == "complete":
             break
         result["rolled_back"] = True

@@ -5,14 +5,22 @@ its steps: process start, imports and model, Ultralytics' setup, the first batch
 profile's default steps at the profile's own step time, scaled by the candidate's batch (a conservative figure:
 faster candidates finish sooner). The saving is the plan's upper bound over the planned epochs (Plan.run_saving).
 
+The default budget is what the planned training can pay back: for a training of MIN_EPOCHS or more, SHARE of what
+the plan can save over it; for a shorter one, all of it (so a one-minute training is never verified for ten); where no
+rule estimated a saving, the planned training's own steps (epochs x seconds per epoch). ``--budget`` sets another.
+
 Fitting a budget drops, in this order, the extra repeats for undecided candidates (max_reps down to reps), then the
-candidates with the smallest expected gain (never the baseline, nor what a kept candidate is measured against, nor
-the last candidate with the largest expected gain), and says what it dropped and why. Two repeats stay: the
-baseline's second, with another seed, is what measures how much unchanged training's loss varies.
+candidates with the smallest expected gain. It never drops the baseline, what a kept candidate is measured against,
+nor the most valuable trial: the plan as a whole (the candidate holding the most changes: what --apply relaunches),
+or where the plan is one change, the candidate with the largest expected gain. Where that is still over the budget,
+the plan whole is trialled against the baseline alone. Two repeats stay: the baseline's second, with another seed,
+is what measures how much unchanged training's loss varies. Where even that smallest design does not fit,
+``Estimate.fits`` is False and verify does not run; it says what it would cost and the command that runs it anyway.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,10 +41,27 @@ class Estimate:
     budget_s: float | None = None
     skipped: list[str] = field(default_factory=list)
 
+    @property
+    def fits(self) -> bool:
+        """The design fits its budget (or has none)."""
+        return self.budget_s is None or self.verify_s <= self.budget_s
+
     def to_dict(self) -> dict[str, Any]:
         return {"trials": self.trials, "verify_s": round(self.verify_s, 1), "saving_s": self.saving_s,
                 "budget_s": self.budget_s, "per_trial_s": {k: round(v, 1) for k, v in self.per_trial_s.items()},
-                "skipped": self.skipped}
+                "skipped": self.skipped, "fits": self.fits}
+
+
+def default_budget(saving: float | None, epochs: float | None, epoch_s: float | None) -> float | None:
+    """What verify may spend by default (see the module): a share of the saving for a long training, all of it for a
+    short one, the planned training's steps where no saving is estimated; None where nothing is known."""
+    if saving is not None and saving > 0:
+        return SHARE * saving if epochs is not None and epochs >= MIN_EPOCHS else saving
+    if saving is not None:  # the plan saves nothing over the planned training: nothing to spend
+        return 0.0
+    if epochs and epoch_s:
+        return epochs * epoch_s
+    return None
 
 
 def trial_seconds(cand: Candidate, summary: dict[str, Any], settings: dict[str, Any], loader_s: float = 0.0) -> float:
@@ -79,15 +104,24 @@ def fit(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings
     def cost() -> float:
         return estimate(keep, reps, max_reps, summary, settings, saving, loader_s).verify_s
 
-    removable = sorted((c for c in keep if c.name != "baseline" and c.name not in needed),
-                       key=lambda c: max((x.seconds_saved_per_epoch or 0.0 for x in c.changes), default=0.0))
-    if len(keep) - len(removable) <= 1:  # only the baseline is protected: the largest expected gain stays with it
-        removable = removable[:-1]
+    def gain(c: Any) -> float:
+        return max((x.seconds_saved_per_epoch or 0.0 for x in c.changes), default=0.0)
+
+    # the most valuable trial stays: the plan as a whole (the candidate holding the most changes), what --apply
+    # relaunches; for a plan of one change, the largest expected gain
+    first = max((c for c in keep if c.name != "baseline"), key=lambda c: (len(c.changes), gain(c)), default=None)
+    removable = sorted((c for c in keep if c.name != "baseline" and c.name not in needed and c is not first), key=gain)
     for c in removable:
         if cost() <= budget:
             break
         keep.remove(c)
         skipped.append(f"{c.name} (expected gain the smallest of those left)")
+    if cost() > budget and first is not None and len(keep) > 2:
+        # still over: the plan whole against the baseline alone; the steps between them are left out
+        whole = dataclasses.replace(first, against="baseline", whole=first.whole or len(first.changes) > 1)
+        skipped += [f"{c.name} (the plan is trialled whole against the baseline)" for c in keep
+                    if c.name != "baseline" and c is not first]
+        keep = [c for c in keep if c.name == "baseline"] + [whole]
     est = estimate(keep, reps, max_reps, summary, settings, saving, loader_s)
     est.budget_s, est.skipped = budget, skipped
     return keep, max_reps, est
