@@ -64,8 +64,13 @@ def test_fix_says_what_verify_costs_against_what_it_saves_and_fits_a_long_traini
     r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--yes", "--json"])
     err = " ".join(r.stderr.split())
     saving = json.loads(r.stdout)["plan"]["saving"]["planned_run_upper_bound"]
-    assert r.exit_code == 0 and f"budget {0.25 * saving:.0f} s" in err and "skipped to fit the budget" in err
-    assert len(seen["cands"]) < full and seen["max_reps"] == 2 and seen["cands"][0].name == "baseline"
+    assert r.exit_code == 0 and f"budget {0.25 * saving:.0f} s (a quarter of the saving" in err
+    assert f"at most {saving:.0f} s (what the training can pay back)" in err
+    assert "left out:" in err and "the plan is trialled whole against the baseline" in err
+    # within it, the plan whole (what --apply relaunches) against the baseline, two repeats each
+    assert [c.name for c in seen["cands"]] == ["baseline", "batch=64+workers=13+deterministic=False+compile=reduce-"
+                                                           "overhead"] and seen["cands"][1].against == "baseline"
+    assert len(seen["cands"]) < full and seen["max_reps"] == 2
     assert json.loads(r.stdout)["command"] == "fix"
 
 

@@ -1,6 +1,7 @@
 """Trials: the judge's rules on recorded numbers, and real CPU runs with injected faults (OOM, NaN, crash)."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -115,7 +116,7 @@ def fix(run, *args, fault=None):
 @pytest.mark.parametrize("fault,reason", [("nan@1:amp=False", "nan"), ("crash@1:amp=False", "crashed"),
                                           ("oom@1:amp=False", "out-of-memory")])
 def test_trial_with_injected_fault_is_rejected(profiled, fault, reason):
-    rc, doc, err = fix(profiled, "--verify", "--reps", "1", "--try", "amp=False", fault=fault)
+    rc, doc, err = fix(profiled, "--verify", "--reps", "1", "--try", "amp=False", "--budget", "100000", fault=fault)
     assert rc == 0, err[-2000:]
     v = {x["candidate"]: x for x in doc["trials"]["verdicts"]}
     assert not v["amp=False"]["kept"] and reason in v["amp=False"]["why"]
@@ -840,7 +841,7 @@ def test_apply_with_nothing_kept_does_not_relaunch_the_same_training(tmp_path, m
     relaunched = []
     monkeypatch.setattr(trials, "run_trials", fake)
     monkeypatch.setattr(apply, "relaunch", lambda *a, **k: relaunched.append(a) or {})
-    r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--apply", "--yes", "--json"])
+    r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--apply", "--yes", "--json", "--budget", "100000"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert relaunched == [] and doc["applied"]["relaunched"] is False
@@ -849,7 +850,7 @@ def test_apply_with_nothing_kept_does_not_relaunch_the_same_training(tmp_path, m
     # the trials were told the planned training (epochs x images per epoch) and the user's seed
     settings = json.loads((run / "profile.json").read_text())["settings"]
     assert seen["planned_images"] == settings["epochs"] * settings["images_per_epoch"] and seen["seed"] == 0
-    text = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--apply", "--yes"])
+    text = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--apply", "--yes", "--budget", "100000"])
     assert text.exit_code == 0 and "not relaunched" in text.output and "workers=15 +1%" in text.output
 
 
@@ -928,3 +929,15 @@ def test_a_batch_change_within_nbs_is_judged_on_its_schedule_and_never_called_br
                     for i, v in enumerate([300, 305])]
     v2 = {x.candidate: x for x in judge(rs2, cands)[0]}["batch=64"]
     assert v2.kept and "loss +2.0% against unchanged training's" in v2.why
+
+
+def test_a_short_training_is_not_verified_beyond_what_it_can_pay_back(profiled):
+    # one epoch of 24 images: the plan can save seconds at most, a trial alone costs more; verify does not run, says
+    # what it would cost and the command that runs it anyway
+    rc, doc, err = fix(profiled, "--verify", "--try", "amp=False")
+    assert rc == 0, err[-2000:]
+    assert doc["trials"] == [] and doc["verify"]["fits"] is False
+    assert doc["verify"]["verify_s"] > doc["verify"]["budget_s"]
+    said = " ".join(err.split())
+    assert "what the training can pay back" in said and "verify skipped" in said
+    assert f"--verify --budget {math.ceil(doc['verify']['verify_s'])}` runs it anyway" in said

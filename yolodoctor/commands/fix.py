@@ -253,17 +253,25 @@ def _design(cands: list[Candidate], reps: int, max_reps: int, profile: Any, plan
     st = profile.settings or {}
     saving = plan.run_saving()["planned_run_upper_bound"]
     epochs = st.get("epochs") or plan.epochs
-    limit = budget if budget is not None else default_budget(saving, epochs, plan.epoch_s)
+    target, cap = (budget, budget) if budget is not None else default_budget(saving, epochs, plan.epoch_s)
+    limit = target
     loader_s = (profile.loader_capacity or {}).get("seconds") or 0.0
     full = fit(cands, reps, max_reps, profile.summary or {}, st, saving, None,
                loader_s if isinstance(loader_s, (int, float)) else 0.0)[2]
     cands, max_reps, est = fit(cands, reps, max_reps, profile.summary or {}, st, saving, limit,
                                loader_s if isinstance(loader_s, (int, float)) else 0.0)
+    if not est.fits and cap is not None and cap != limit and est.verify_s <= cap:
+        est.budget_s = limit = cap  # over the aim, within what the training can pay back: it runs
     over = f" over the planned {epochs:g} epochs" if isinstance(epochs, (int, float)) else ""
     can = f"the plan can save at most {saving:.0f} s{over}" if saving is not None else "what the plan saves is unknown"
-    whose = "--budget" if budget is not None else "what the training can pay back"
-    log(f"verify: about {full.verify_s:.0f} s for {full.trials} trials; {can}"
-        + (f"; budget {limit:.0f} s ({whose})" if limit is not None else ""))
+    if budget is not None:
+        said = f"; budget {budget:.0f} s (--budget)"
+    elif target is not None and cap is not None and target != cap:
+        said = (f"; budget {target:.0f} s (a quarter of the saving for a long training), at most {cap:.0f} s (what "
+                "the training can pay back)")
+    else:
+        said = f"; budget {cap:.0f} s (what the training can pay back)" if cap is not None else ""
+    log(f"verify: about {full.verify_s:.0f} s for {full.trials} trials; {can}{said}")
     if not est.fits:
         log(f"verify skipped: even its smallest design ({est.trials} trials, about {est.verify_s:.0f} s) costs more "
             f"than the budget of {limit:.0f} s; `yolodoctor fix {shlex.quote(str(run_dir))} --verify --budget "

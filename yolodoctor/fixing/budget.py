@@ -5,9 +5,10 @@ its steps: process start, imports and model, Ultralytics' setup, the first batch
 profile's default steps at the profile's own step time, scaled by the candidate's batch (a conservative figure:
 faster candidates finish sooner). The saving is the plan's upper bound over the planned epochs (Plan.run_saving).
 
-The default budget is what the planned training can pay back: for a training of MIN_EPOCHS or more, SHARE of what
-the plan can save over it; for a shorter one, all of it (so a one-minute training is never verified for ten); where no
-rule estimated a saving, the planned training's own steps (epochs x seconds per epoch). ``--budget`` sets another.
+By default verify spends at most what the planned training can pay back: what the plan can save over it (so a
+one-minute training is never verified for ten minutes); where no rule estimated a saving, the planned training's own
+steps (epochs x seconds per epoch). For a training of MIN_EPOCHS or more the design aims at SHARE of that
+(default_budget). ``--budget`` sets both.
 
 Fitting a budget drops, in this order, the extra repeats for undecided candidates (max_reps down to reps), then the
 candidates with the smallest expected gain. It never drops the baseline, what a kept candidate is measured against,
@@ -52,16 +53,19 @@ class Estimate:
                 "skipped": self.skipped, "fits": self.fits}
 
 
-def default_budget(saving: float | None, epochs: float | None, epoch_s: float | None) -> float | None:
-    """What verify may spend by default (see the module): a share of the saving for a long training, all of it for a
-    short one, the planned training's steps where no saving is estimated; None where nothing is known."""
-    if saving is not None and saving > 0:
-        return SHARE * saving if epochs is not None and epochs >= MIN_EPOCHS else saving
-    if saving is not None:  # the plan saves nothing over the planned training: nothing to spend
-        return 0.0
+def default_budget(saving: float | None, epochs: float | None, epoch_s: float | None) -> tuple[float | None,
+                                                                                          float | None]:
+    """(the design's target, the cap) verify may spend by default: the cap is what the planned training can pay back
+    (what the plan can save over it; the planned training's steps where no saving is estimated; 0 where the plan
+    saves nothing); the target is SHARE of the saving for a training of MIN_EPOCHS or more, else the cap. The design
+    is fitted to the target; verify is skipped only where its smallest design exceeds the cap. (None, None) where
+    nothing is known."""
+    if saving is not None:
+        cap = max(saving, 0.0)
+        return (SHARE * cap if epochs is not None and epochs >= MIN_EPOCHS else cap), cap
     if epochs and epoch_s:
-        return epochs * epoch_s
-    return None
+        return epochs * epoch_s, epochs * epoch_s
+    return None, None
 
 
 def trial_seconds(cand: Candidate, summary: dict[str, Any], settings: dict[str, Any], loader_s: float = 0.0) -> float:
