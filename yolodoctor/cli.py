@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import click
 from yolodoctor.console import stdout_console
 from yolodoctor.errors import UsageError, YoloDoctorError
 from yolodoctor.findings import Severity
+from yolodoctor.ulenv import quiet_ultralytics
 from yolodoctor.version import __version__
 
 FAIL_ON = click.Choice(["info", "warning", "error"])
@@ -48,7 +48,7 @@ def no_command(ctx: Ctx, name: str) -> None:
 def cli(click_ctx: click.Context, debug: bool) -> None:
     """Find out why an Ultralytics YOLO training run is slow, and fix it."""
     click_ctx.obj = Ctx(debug, (click_ctx.obj or {}).get("command", []))
-    os.environ.setdefault("YOLO_VERBOSE", "False")
+    quiet_ultralytics()
 
 
 @cli.command()

@@ -8,7 +8,6 @@ command that takes train arguments runs.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from yolodoctor.errors import UsageError
@@ -18,7 +17,9 @@ DEFAULT_MODEL = "yolo11n.yaml"
 
 
 def _ultralytics_cfg() -> Any:
-    os.environ.setdefault("YOLO_VERBOSE", "False")
+    from yolodoctor.ulenv import quiet_ultralytics
+
+    quiet_ultralytics()
     from ultralytics import cfg  # heavy: torch
 
     return cfg

@@ -80,3 +80,34 @@ def test_a_one_epoch_training_keeps_and_applies_a_measured_gain(tmp_path):
     applied = json.loads((tmp_path / "runs" / a["run_dir"].split("/")[-1] / "profile.json").read_text())
     assert applied["settings"]["batch"] == 16 and applied["settings"]["epochs"] == 1
     assert applied["summary"]["steps"] == 25  # the applied run is the user's training: one epoch, no more
+
+
+def test_a_decode_bound_script_gets_the_cache_planned_kept_and_applied(tmp_path):
+    # the same decode-bound training as above, run as an unmodified script (`profile -- python train.py`): the
+    # dataset it opened is checked after it (the decode sample, the cache's RAM fit), so DL204 fires as in args mode
+    from yolodoctor.datasets.synth import make_dataset
+
+    data = make_dataset(tmp_path / "png", images=96, val_images=4, image_format="png", width=1280, height=960
+                        ).yaml_path
+    env = {**os.environ, "YOLO_OFFLINE": "1"}
+    env.pop("YOLO_VERBOSE", None)  # as a user's shell has it: the training's output goes to output.log
+    run = tmp_path / "runs" / "prof"
+    script = Path(__file__).resolve().parents[2] / "fixtures" / "scripts" / "train_plain.py"
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", "--loader-seconds", "0", "--out", str(run),
+                        "--json", "--", sys.executable, str(script), str(data), str(tmp_path / "ul"), "3"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    prof = json.loads(p.stdout)
+    assert prof["profile"]["mode"] == "script" and prof["profile"]["check_facts"]["io.decode_ms_median"] > 0
+    assert "DL204" in [f["id"] for f in prof["findings"]]
+    assert "Ultralytics" in (run / "output.log").read_text()  # the training's own output, as the user would see it
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", str(run), "--verify", "--apply", "--max-reps", "2",
+                        "--budget", "100000", "--json"], capture_output=True, text=True, env=env, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    assert ("cache", "ram") in {(c["key"], c["after"]) for c in doc["plan"]["changes"]}
+    assert ("cache", "ram") in {(c["key"], c["after"]) for c in doc["trials"]["kept"]}
+    a = doc["applied"]
+    assert a["status"] == "complete" and ("cache", "ram") in {(c["key"], c["after"]) for c in a["changes"]}
+    applied = json.loads((tmp_path / "runs" / a["run_dir"].split("/")[-1] / "profile.json").read_text())
+    assert applied["mode"] == "script" and applied["settings"]["cache"] == "ram"

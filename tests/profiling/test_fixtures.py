@@ -43,3 +43,14 @@ def test_what_the_fixtures_show():
     assert f.settings["precision"] == "fp32" and f.settings["amp"] is False
     c = record.load(PROFILES / "h200-b64w16-reduce-overhead")
     assert c.settings["compile_active"] is True and "skipped" in c.trace
+
+
+def test_every_fixture_states_what_its_own_steps_give():
+    """Each recorded profile.json's summary is what its event stream gives under the current rules of a steady
+    window (bench/rederive_fixtures.py rewrites them): no recording keeps a figure taken across a pause."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, str(PROFILES.parents[1] / "bench" / "rederive_fixtures.py"), "--check"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout

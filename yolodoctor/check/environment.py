@@ -81,7 +81,9 @@ def torch_facts() -> dict[str, Any]:
 
 
 def ultralytics_facts() -> dict[str, Any]:
-    os.environ.setdefault("YOLO_VERBOSE", "False")
+    from yolodoctor.ulenv import quiet_ultralytics
+
+    quiet_ultralytics()
     import ultralytics
     from ultralytics.utils import USER_CONFIG_DIR, WEIGHTS_DIR
 

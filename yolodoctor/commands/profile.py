@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,9 @@ def run(words: list[str], *, steps: int | None, out: Path | None, as_json: bool,
                                     steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
                                     loader_seconds=loader_seconds, hz=hz, gpu_telemetry=gpu_telemetry,
                                     log=lambda m: err.print(f"[dim]{m}[/]"))
+    if command and prof.check_facts is None and exit_code_for(prof) not in (130, 143):
+        with status(err, "checking the dataset the training opened"):
+            _check_what_the_script_trained(run_dir, prof, lambda m: err.print(f"[dim]{m}[/]"))
     from yolodoctor.diagnosis.diagnose import diagnose
     from yolodoctor.presentation.verdict import verdict
 
@@ -112,3 +116,29 @@ def run(words: list[str], *, steps: int | None, out: Path | None, as_json: bool,
             o.print(f"next: [cyan]{escape(v.next)}[/]")
     code = exit_code_for(prof)
     return code if code else exit_code(findings, fail_on)
+
+
+def _check_what_the_script_trained(run_dir: Path, prof: Profile, log: Callable[[str], None]) -> None:
+    """Script mode: `check`'s quick probes (the dataset, a warm decode sample, the RAM the cache needs, the storage)
+    on the dataset the program's training opened, read off its effective settings, as args mode runs them before the
+    training; saved into the record's check_facts. A dataset that cannot be read there is said and left out."""
+    from yolodoctor import trainargs
+    from yolodoctor.check.run import quick_check
+    from yolodoctor.errors import YoloDoctorError
+
+    st = prof.settings or {}
+    if not st.get("data"):
+        return
+    user: dict[str, Any] = {"data": st["data"], "imgsz": st.get("imgsz"), "batch": st.get("batch"),
+                            "workers": st.get("workers_requested", st.get("workers")),
+                            "cache": st.get("cache_requested") or False, "task": st.get("task"),
+                            "model": st.get("model"), "device": st.get("device")}
+    user = {k: v for k, v in user.items() if v not in (None, "")}
+    if str(user.get("device", "")).startswith("cuda:"):
+        user["device"] = user["device"].split(":", 1)[1]
+    try:
+        prof.check_facts = quick_check(user, trainargs.effective(user))
+    except (YoloDoctorError, OSError, ValueError) as e:
+        log(f"the dataset {st['data']} the training opened could not be checked: {e}")
+        return
+    prof.save(run_dir)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from yolodoctor.findings import Finding, Severity, ranked
+from yolodoctor.record import bounds
 
 INPUT_SHARE = 0.15  # data wait from which the loader bounds the step (DL201, DL204 act from here)
 STRAGGLER_SHARE = 0.1  # DDP: a rank's data wait beyond the others', as a share of the step, and at least
@@ -191,6 +192,12 @@ def _profile_longer(v: Verdict, profile: Any) -> bool:
         again, why = profile_again(profile), "without --steps a profile runs until its window has settled"
     else:
         more = int(max(steps, first) + needs) if isinstance(steps, int) and isinstance(needs, int) else None
+        if summary.get("bounded") is False and isinstance(steps, int):
+            # a whole training too short for a window: a bounded profile runs on past its end (wrapping around the
+            # dataset), at least as long as the default bound of its loader
+            st = getattr(profile, "settings", None) or {}
+            least = bounds.default_steps(int(st.get("workers") or 0), st.get("prefetch_factor"))
+            more = max(more or 0, least, steps + bounds.MIN_WINDOW)
         again, why = profile_again(profile, more), "a longer profile measures a steady rate"
     if again:
         v.next, v.next_why = again, why

@@ -390,6 +390,9 @@ def effective_settings(trainer: Any) -> dict[str, Any]:
     compiled = hasattr(model, "_orig_mod") or type(model).__name__ == "OptimizedModule"
     return {
         "device": str(trainer.device),
+        "data": str(args.data) if args.data else None,  # what script mode's dataset probes read (commands/profile)
+        "task": getattr(args, "task", None),
+        "model": str(args.model) if getattr(args, "model", None) else None,
         "batch": trainer.batch_size,
         "batch_requested": getattr(trainer, "_yd_batch_requested", args.batch),
         "imgsz": args.imgsz,

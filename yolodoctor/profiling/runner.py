@@ -29,6 +29,7 @@ from yolodoctor.record.rundir import (
     reserve_space,
     write_json_atomic,
 )
+from yolodoctor.ulenv import users_env
 
 if TYPE_CHECKING:
     from yolodoctor.profiling.watch import RunProgress
@@ -117,7 +118,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
     env["PYTHONPATH"] = os.pathsep.join([*extra, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     env[ENV_RUN_DIR] = str(run.resolve())
     env.update({k: str(v) for k, v in (env_extra or {}).items()})
-    env = child_env(env, watch.debug)
+    env = users_env(child_env(env, watch.debug))  # Ultralytics' log as the user has it, into output.log
     argv = list(command) if command else [sys.executable, "-m", "yolodoctor.profiling.child", str(run)]
     profile.host_probe = {"before": hostprobe.record()}
     spawned = time.monotonic()

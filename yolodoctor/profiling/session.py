@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,9 @@ from yolodoctor.record import bounds
 from yolodoctor.record.events import EventWriter
 from yolodoctor.record.profile import EVENTS, SPEC
 from yolodoctor.record.rundir import write_json_atomic
+
+SHORT_PROBE = 0.1  # a short training's loader is timed for at most this share of its own time
+MIN_PROBE_S = 1.0  # ... and not at all where that is under this
 
 ROLES = "roles.json"
 ENV_RUN_DIR = "YOLODOCTOR_RUN_DIR"
@@ -76,6 +80,8 @@ class Session:
                                  rank=self.rank, on_settings=self._on_settings, on_workers=self._write_roles,
                                  trace=self.trace, on_end=self._on_train_end)
         self.ended = False
+        self.short = False  # the training is no longer than a bounded profile: measured whole (_on_settings)
+        self.trained_from: float | None = None  # when its settings came (the training's setup done)
 
     # ------------------------------------------------------------------ hooks from the recorder
     def _write_roles(self, roles: dict[int, str]) -> None:
@@ -98,10 +104,21 @@ class Session:
             if ddp:  # each rank's default follows its own workers: all take the largest
                 self.recorder.steps_limit = agree_max(self.recorder.steps_limit)
             self.recorder.extend_to = None if ddp else bounds.max_steps(workers, pf)
-            self.events.write("steps_limit", steps=self.recorder.steps_limit, extend_to=self.recorder.extend_to,
-                              rule="SETTLE + one prefetch depth + two windows"
-                                   + (" (DDP: the same for every rank)" if ddp else
-                                      ", more while the queue still drains"))
+            planned = (settings.get("epochs") or 0) * (settings.get("batches_per_epoch") or 0)
+            if not ddp and 0 < planned <= self.recorder.steps_limit:
+                # a training no longer than a bounded profile is measured whole, in its own time (no wrapping past
+                # its end), and its loader timed only as long as it can afford (_time_loader)
+                self.short = True
+                self.events.write("steps_limit", steps=None, extend_to=None, planned=planned,
+                                  rule=f"the whole training: its {planned} steps are no more than a bounded profile's "
+                                       f"{self.recorder.steps_limit}")
+                self.recorder.steps_limit, self.recorder.extend_to = None, None
+            else:
+                self.events.write("steps_limit", steps=self.recorder.steps_limit, extend_to=self.recorder.extend_to,
+                                  rule="SETTLE + one prefetch depth + two windows"
+                                       + (" (DDP: the same for every rank)" if ddp else
+                                          ", more while the queue still drains"))
+        self.trained_from = time.monotonic()
         if self.trace is not None and not self.trace.done:
             self.trace.cuda = str(settings.get("device", "")).startswith("cuda")
             limit = self.recorder.steps_limit  # a bounded run reaches it whatever the epochs (recorder.endless)
@@ -136,6 +153,13 @@ class Session:
         seconds = float(self.spec.get("loader_seconds", 8.0) or 0)
         if seconds <= 0 or not self.spec.get("loader_capacity", True) or self.rank not in (-1, 0):
             return
+        if self.short:  # a short training measured whole: its loader timed for at most SHORT_PROBE of its length
+            took = time.monotonic() - (self.trained_from or time.monotonic())
+            seconds = min(seconds, SHORT_PROBE * took)
+            if seconds < MIN_PROBE_S:
+                self.events.write("loader_capacity", skipped=f"a {took:.0f} s training: timing its loader alone "
+                                  f"would cost more than {SHORT_PROBE:.0%} of it")
+                return
         if self.spec.get("loader_capacity_done"):
             return
         self.spec["loader_capacity_done"] = True  # once per process: a second train() reuses the figure

@@ -124,9 +124,10 @@ def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> d
         needs = need - len(win)
     elif len(win) < MIN_WINDOW and len(parts) > 1:
         sizes = ", ".join(str(len(p)) for p in parts[:6]) + (", ..." if len(parts) > 6 else "")
+        after = (f"by the steps served from the loader's queue (up to {depth} batches) that refilled during it"
+                 if depth else "by its first step (the switch back from validation)")
         why = (f"only {len(win)} steady steps: the run's {len(parts)} stretches between pauses ({sizes} steps) are "
-               f"used up by its first {start} steps and, after each pause, by the steps served from the loader's "
-               f"queue (up to {depth} batches) that refilled during it; no steady stretch is left")
+               f"used up by its first {start} steps and, after each pause, {after}; no steady stretch is left")
     elif len(win) < MIN_WINDOW:
         why, needs = f"only {len(win)} steady steps after the first {start}; a window needs {MIN_WINDOW}", \
             MIN_WINDOW - len(win)
