@@ -68,7 +68,7 @@ def test_a_one_epoch_training_keeps_and_applies_a_measured_gain(tmp_path):
     prof, doc = profile_then_fix(tmp_path, data, ["imgsz=64", "batch=2", "epochs=1"], "batch=16")
     assert "RN201" not in [f["id"] for f in prof["findings"]]
     v = {x["candidate"]: x for x in doc["trials"]["verdicts"]}
-    assert v["batch=16"]["kept"] and v["batch=16"]["gain"] > 0.5, v
+    assert v["batch=16"]["kept"] and v["batch=16"]["gain"] > 0.5, v["batch=16"]["why"]
     assert v["batch=16"]["saved_s"] > 0, v  # over the planned 400 images, one-off included
     runs = [r for r in doc["trials"]["runs"] if r["candidate"] == "batch=16"]
     assert all(r["window_valid"] for r in runs) and {r["seed"] for r in runs} == {0, 1}

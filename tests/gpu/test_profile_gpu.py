@@ -95,3 +95,23 @@ def test_a_bounded_profile_past_a_short_epoch_records_the_loader_queue_on_cuda(d
     assert all(0 <= s["ready"] <= 16 for s in steps) and max(s["ready"] for s in steps) > 0
     w = prof.summary["window"]
     assert w["evidence"] == "occupancy" and (w["valid"] or "draining" in w["why"] or "rate moved" in w["why"]), w
+
+
+def test_a_whole_cuda_run_takes_its_steady_figures_from_its_training_steps(dataset, tmp_path):
+    """Three whole epochs with loader workers on CUDA: validation between them, a queue that refills during it; the
+    window holds training steps only (no pause, no refilled step, its rate its steps')."""
+    from yolodoctor.diagnosis.diagnose import diagnose
+    from yolodoctor.diagnosis.invariants import window_violations
+
+    out = tmp_path / "all"
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={dataset}", "imgsz=160", "batch=4",
+                        "epochs=3", "workers=2", "plots=False", f"project={tmp_path / 'ul'}", "--all",
+                        "--loader-seconds", "0", "--out", str(out)], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "YOLO_OFFLINE": "1"})
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    prof = record.load(out)
+    events = list(read_events(out / "events.jsonl"))
+    assert prof.summary["pauses"]["epoch_ends"] == 2
+    assert window_violations(prof.summary, events) == []
+    d = diagnose(out)
+    assert d.facts["run.pauses"] == 2 and d.facts["run.val_s"] > 0
