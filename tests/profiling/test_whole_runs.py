@@ -99,3 +99,19 @@ def test_attach_records_a_whole_training(dataset, tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     prof, _ = holds(out, 3)
     assert prof.mode == "attach"
+
+
+def test_a_training_shorter_than_a_bounded_profile_is_measured_whole_in_its_own_time(dataset, tmp_path):
+    # two epochs of 12 steps: fewer than a bounded profile's 35; measured as the training runs (no wrapping past its
+    # end), its loader not timed for 8 s after a training of a few seconds
+    out = tmp_path / "short"
+    p = yd("profile", f"data={dataset}", "imgsz=64", "batch=4", "epochs=2", "workers=0", "plots=False",
+           f"project={tmp_path / 'ul'}", "name=run", "--out", out, cwd=tmp_path)
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    prof, _ = holds(out, 2)
+    assert prof.summary["bounded"] is False and prof.summary["steps"] == 24
+    assert "skipped" in prof.loader_capacity and not any(
+        e["type"] == "step" and e.get("wrapped") for e in read_events(out / "events.jsonl"))
+    limit = next(e for e in read_events(out / "events.jsonl") if e["type"] == "steps_limit")
+    assert limit["steps"] is None and limit["planned"] == 24 and "the whole training" in limit["rule"]
+    assert "--steps" in p.stdout  # no steady window in 24 steps: the next command measures past the end

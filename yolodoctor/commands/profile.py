@@ -87,7 +87,7 @@ def run(words: list[str], *, steps: int | None, out: Path | None, as_json: bool,
         run_dir, prof = run_profile(args, command=command, check_facts=check_facts,
                                     steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
                                     loader_seconds=loader_seconds, hz=hz, gpu_telemetry=gpu_telemetry,
-                                    log=lambda m: err.print(f"[dim]{m}[/]"))
+                                    log=lambda m: err.print(f"[dim]{m}[/]"), whole_if_short=True)
     if command and prof.check_facts is None and exit_code_for(prof) not in (130, 143):
         with status(err, "checking the dataset the training opened"):
             _check_what_the_script_trained(run_dir, prof, lambda m: err.print(f"[dim]{m}[/]"))

@@ -72,12 +72,14 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
                 trace: bool = True, loader_seconds: float = 8.0, gpu_telemetry: bool = True,
                 check_facts: dict[str, Any] | None = None, env_extra: dict[str, str] | None = None,
                 torch_flags: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None,
-                log: Callable[[str], None] = lambda m: None) -> tuple[Path, Profile]:
+                log: Callable[[str], None] = lambda m: None, whole_if_short: bool = False) -> tuple[Path, Profile]:
     """Profile ``model.train(**args)`` (args mode) or an unmodified program (``command``, script mode).
 
     ``overrides``: train arguments that win over the program's own (a fix plan or a trial). In args mode they are
     merged into ``args``; in script mode the injected hook merges them into every Ultralytics trainer the program
-    builds (inject/__init__.py), so the program's file is never edited."""
+    builds (inject/__init__.py), so the program's file is never edited. ``whole_if_short`` (`profile`'s own runs, not
+    fix's trials, which must reach a window past a short training's end): with ``steps="auto"``, a training no longer
+    than a bounded profile is measured whole (profiling/session.py)."""
     if overrides and not command:
         args = {**(args or {}), **overrides}
     from yolodoctor.devices import ddp_requested
@@ -103,7 +105,7 @@ def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None
                                        "overrides": (overrides or {}) if command else {},
                                        "trace": trace, "profiler_log": watch.debug,
                                        "loader_capacity": loader_seconds > 0, "ddp": ddp,
-                                       "loader_seconds": loader_seconds})
+                                       "loader_seconds": loader_seconds, "whole_if_short": whole_if_short})
         profile.save(run)
     except OSError as e:
         from yolodoctor.errors import OutputError

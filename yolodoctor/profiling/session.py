@@ -105,7 +105,7 @@ class Session:
                 self.recorder.steps_limit = agree_max(self.recorder.steps_limit)
             self.recorder.extend_to = None if ddp else bounds.max_steps(workers, pf)
             planned = (settings.get("epochs") or 0) * (settings.get("batches_per_epoch") or 0)
-            if not ddp and 0 < planned <= self.recorder.steps_limit:
+            if self.spec.get("whole_if_short") and not ddp and 0 < planned <= self.recorder.steps_limit:
                 # a training no longer than a bounded profile is measured whole, in its own time (no wrapping past
                 # its end), and its loader timed only as long as it can afford (_time_loader)
                 self.short = True
