@@ -72,3 +72,25 @@ def test_sampled_figures_come_from_the_training_steps_of_the_window_not_the_paus
     assert f["gpu.util_mean"] == 62 and f["cpu.total_pct"] == 30
     assert f["run.pauses"] == 1 and abs(f["run.pause_s"] - 10.0) < 1e-6
     assert 0 < f["run.pause_share"] < 1 and f["run.training_s"] > 0
+
+
+def test_the_monitors_rolling_window_leaves_a_validation_pause_out(tmp_path):
+    """The monitor's 30 s window over the live files: a validation pause inside it enters neither the rate nor the
+    sampled figures."""
+    import json
+
+    from fakes import epochs
+
+    from yolodoctor.diagnosis.facts import live
+
+    ev = epochs(60, 2, step_s=0.2, pause_s=8.0)  # 12 s an epoch, 8 s of validation: all inside 30 s
+    t_pause = (ev[59]["t1"], ev[60]["t0"])
+    samples = [{"type": "sampler_start", "t": 0.0}]
+    samples += [{"type": "sample", "t": i * 0.25, "gpu": {"util": 10 if t_pause[0] < i * 0.25 < t_pause[1] else 70}}
+                for i in range(int(ev[-1]["t1"] / 0.25))]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in
+                                                   [{"type": "settings", "t": 0.0, "settings": {"workers": 0}}, *ev]))
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    f = live(tmp_path, window_s=30.0)
+    assert abs(f["run.images_per_s"] - 8 / 0.201) < 0.5  # with the pause inside: about 25% lower
+    assert f["gpu.util_mean"] == 70
