@@ -67,6 +67,7 @@ def test_fix_says_what_verify_costs_against_what_it_saves_and_fits_a_long_traini
     assert r.exit_code == 0 and f"budget {0.25 * saving:.0f} s (a quarter of the saving" in err
     assert f"at most {saving:.0f} s (what the training can pay back)" in err
     assert "left out:" in err and "the plan is trialled whole against the baseline" in err
+    assert "--verify --budget" in err and "runs them all" in err
     # within it, the plan whole (what --apply relaunches) against the baseline, two repeats each
     assert [c.name for c in seen["cands"]] == ["baseline", "batch=64+workers=13+deterministic=False+compile=reduce-"
                                                            "overhead"] and seen["cands"][1].against == "baseline"

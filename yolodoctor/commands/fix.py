@@ -277,7 +277,9 @@ def _design(cands: list[Candidate], reps: int, max_reps: int, profile: Any, plan
             f"than the budget of {limit:.0f} s; `yolodoctor fix {shlex.quote(str(run_dir))} --verify --budget "
             f"{math.ceil(est.verify_s)}` runs it anyway")
     elif est.skipped:
-        log(f"within the budget: {est.trials} trials, about {est.verify_s:.0f} s; left out: " + "; ".join(est.skipped))
+        log(f"within the budget: {est.trials} trials, about {est.verify_s:.0f} s; left out: " + "; ".join(est.skipped)
+            + f"; `yolodoctor fix {shlex.quote(str(run_dir))} --verify --budget {math.ceil(full.verify_s)}` runs "
+              "them all")
     return cands, max_reps, est
 
 
