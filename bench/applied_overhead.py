@@ -3,11 +3,11 @@
     python bench/applied_overhead.py [--pairs 3] [--epochs 15] [--images 96] [--out FILE]
 
 `fix --apply` relaunches the user's training recorded lightly: its steps, its wall phases and samples at 1 Hz, no
-profiler trace and no timing of the loader after it (fixing/apply.py). That is `yolodoctor profile --all --no-trace
---loader-seconds 0 --sample-hz 1 -- COMMAND`, which this script runs against COMMAND alone (an unmodified training
-script, fixtures/scripts/train_plain.py, on a synthetic dataset), interleaved A B A B ..., and reports each pair's
-wall-time ratio (recorded / plain), their median and spread. Writes the rows as JSON to --out (default
-bench/results/applied-overhead.json).
+profiler trace and no timing of the loader after it (fixing/apply.relaunch's call of run_profile). This script makes
+that call in a process of its own (Python's start and yolodoctor's import included) and runs COMMAND alone (an
+unmodified training script, fixtures/scripts/train_plain.py, on a synthetic dataset), interleaved A B, B A, A B ...,
+and reports each pair's wall-time ratio (recorded / plain), their median and spread. Writes the rows as JSON to --out
+(default bench/results/applied-overhead.json).
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "fixtures" / "scripts" / "train_plain.py"
+# the call fix --apply makes (fixing/apply.relaunch) for a script, in a process of its own as fix's is
+RELAUNCH = ("import sys; from yolodoctor.fixing.apply import LIGHT_HZ; from yolodoctor.profiling.runner import "
+            "run_profile; run_profile(None, command=sys.argv[2:], steps=None, out=sys.argv[1], trace=False, "
+            "loader_seconds=0, hz=LIGHT_HZ)")
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -51,12 +55,14 @@ def main(argv: list[str] | None = None) -> int:
         train = [sys.executable, str(SCRIPT), str(data)]
         rows = []
         for i in range(a.pairs):
-            plain = timed([*train, str(work / f"ul-plain-{i}"), str(a.epochs)], work)
-            rec = timed([sys.executable, "-m", "yolodoctor", "profile", "--all", "--no-trace", "--loader-seconds", "0",
-                         "--sample-hz", "1", "--out", str(work / f"run-{i}"), "--", *train,
-                         str(work / f"ul-rec-{i}"), str(a.epochs)], work)
+            runs = {"plain": [*train, str(work / f"ul-plain-{i}"), str(a.epochs)],
+                    "recorded": [sys.executable, "-c", RELAUNCH, str(work / f"run-{i}"), *train,
+                                 str(work / f"ul-rec-{i}"), str(a.epochs)]}
+            order = ["plain", "recorded"] if i % 2 == 0 else ["recorded", "plain"]  # A B, then B A: no side first
+            took = {k: timed(runs[k], work) for k in order}
+            plain, rec = took["plain"], took["recorded"]
             prof = json.loads((work / f"run-{i}" / "profile.json").read_text())
-            rows.append({"pair": i, "plain_s": round(plain, 2), "recorded_s": round(rec, 2),
+            rows.append({"pair": i, "first": order[0], "plain_s": round(plain, 2), "recorded_s": round(rec, 2),
                          "ratio": round(rec / plain, 4),
                          "recorder_us_per_step": prof["summary"].get("recorder_us_per_step"),
                          "steps": prof["summary"].get("steps")})

@@ -36,7 +36,7 @@ def test_the_input_bound_verdict_names_its_evidence_in_human_units():
     v = of("h200-workers0")
     assert v.headline == "The training waits for the next batch 77% of each step."
     assert "the loader alone delivers 77.9 images/s, the training takes 61.2" in v.evidence
-    assert "DL201's workers=5 (up to 100.1 s/epoch)" in v.next_why
+    assert "DL201's workers=5 (saves up to 100.1 s per epoch)" in v.next_why
 
 
 def test_a_profile_without_a_steady_window_says_its_figure_is_not_one_and_asks_for_a_longer_profile():
@@ -65,7 +65,7 @@ def test_a_warning_with_a_fix_makes_the_run_not_healthy_and_the_next_step_fix_ve
         args={"cache": "ram"}, seconds_saved_per_epoch=2.0))
     v = verdict({**CPU, "run.data_wait_share": 0.6}, [warn, info("DL102")], "runs/x")
     assert v.bound == "input" and not v.healthy and v.next == "yolodoctor fix runs/x --verify"
-    assert v.next_why.startswith("trials DL204's cache='ram' (up to 2.0 s/epoch)")
+    assert v.next_why.startswith("trials DL204's cache='ram' (saves up to 2.0 s per epoch)")
     unsafe = Finding("PR201", "amp-off", "precision", Severity.warning, "amp.", fix=Fix(
         args={"amp": True}, safety="unsafe", changes_training=True))
     assert verdict(CPU, [unsafe], "runs/x").next == "yolodoctor fix runs/x --verify --allow-unsafe"

@@ -133,12 +133,13 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs: l
                                          speedups=speedups(trials, cands) if trials else {}))
         return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
     _print_report(stdout_console(), run_dir, p, trials, cands, (d.profile.settings or {}).get("images_per_epoch"),
-                  planned_only=not verify and not apply, applied=applied)
+                  planned_only=not verify and not apply, applied=applied, profile=d.profile)
     return 0 if not applied or applied["status"] in ("complete", "not-relaunched") else 1
 
 
 def _print_report(out: Console, run_dir: Path, p: Plan, trials: TrialReport | None, cands: list[Candidate] | None,
-                  images_per_epoch: float | None, *, planned_only: bool, applied: dict[str, Any] | None) -> None:
+                  images_per_epoch: float | None, *, planned_only: bool, applied: dict[str, Any] | None,
+                  profile: Any = None) -> None:
     """The plan, the trials' verdicts, and what was applied (or the --verify command that comes next)."""
     import shlex
 
@@ -148,8 +149,13 @@ def _print_report(out: Console, run_dir: Path, p: Plan, trials: TrialReport | No
     if trials:
         print_trials(out, trials, cands, images_per_epoch)
     if p.changes and planned_only:
-        out.print(f"\nnext: [cyan]yolodoctor fix {escape(shlex.quote(str(run_dir)))} --verify[/]  [dim](trials each "
-                  "change against the training as it is; keeps only what measurably helps)[/]")
+        from yolodoctor.presentation.verdict import foreign
+
+        where = foreign(profile)
+        yes = " --yes" if where else ""
+        out.print(f"\nnext: [cyan]yolodoctor fix {escape(shlex.quote(str(run_dir)))} --verify{yes}"
+                  "[/]  [dim](trials each change against the training as it is; keeps only what measurably helps"
+                  f"{'; ' + escape(where) if where else ''})[/]")
     if applied and not applied.get("relaunched", True):
         out.print(f"\n[bold]not relaunched[/]: {applied['why']}" + (
             " (tried and measured: " + ", ".join(f"{v.candidate} {v.gain:+.0%}" for v in trials.verdicts[1:]
@@ -290,15 +296,17 @@ def _print_plan(out: Console, run_dir: Path, p: Plan) -> None:
     for c in p.changes:
         where = {"args": "", "env": "env ", "torch_flags": "torch.backends."}[c.kind]
         out.print(f"[red]- {where}{c.key}={c.before!r}[/]\n[green]+ {where}{c.key}={c.after!r}[/]")
-        gain = f"up to {c.seconds_saved_per_epoch:.1f} s/epoch" if c.seconds_saved_per_epoch else "gain unknown"
+        gain = (f"saves up to {c.seconds_saved_per_epoch:.1f} s per epoch" if c.seconds_saved_per_epoch
+                else "gain unknown")
         one_off = f", one-off {c.one_off_seconds:.0f} s" if c.one_off_seconds else ""
         flag = " [yellow]unsafe[/]" if c.safety == "unsafe" else ""
         out.print(f"  [dim]{c.reason}: {gain}{one_off}{flag}{' - ' + c.note if c.note else ''}[/]")
     s = p.run_saving()
     if s["planned_run_upper_bound"] is not None:
+        one_off = f", less {s['one_off']:.0f} s of one-off costs" if s["one_off"] else ""
         out.print(f"\nOver the planned {p.epochs:.0f} epochs: at most {s['planned_run_upper_bound']:.0f} s saved "
-                  f"(the largest single gain x epochs, minus {s['one_off']:.0f} s one-off). Gains are upper bounds "
-                  "from the rules and do not add up; trials measure them.")
+                  f"(the largest single gain x epochs{one_off}). Gains are upper bounds from the rules and do not add "
+                  "up; trials measure them.")
     for c in p.fallbacks:
         out.print(f"[dim]also trialled: {c.key}={c.after!r} ({c.reason}), the safe alternative should the unsafe "
                   "change fail its loss parity[/]")

@@ -135,9 +135,9 @@ def _fix_text(fix: Fix) -> str:
     if fix.note:
         text = f"{text}  ({fix.note})" if text else fix.note
     if fix.safety == "unsafe":
-        text += "  [unsafe: changes training]" if fix.changes_training else "  [unsafe]"
+        text += "  [unsafe: changes training]" if fix.changes_training else "  [unsafe: needs a trial]"
     if fix.seconds_saved_per_epoch:
-        text += f"  (saves up to ~{fix.seconds_saved_per_epoch:.1f} s/epoch"
+        text += f"  (saves up to ~{fix.seconds_saved_per_epoch:.1f} s per epoch"
         text += f", one-off {fix.one_off_seconds:.0f} s)" if fix.one_off_seconds else ")"
     elif fix.one_off_seconds:
         text += f"  (one-off {fix.one_off_seconds:.0f} s)"

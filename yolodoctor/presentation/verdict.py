@@ -109,7 +109,22 @@ def verdict(facts: dict[str, Any], findings: list[Finding], run_dir: str | Path 
     elif facts.get("run.complete") is False and reason:
         v.caveat = f"the profile was {str(reason).split(':')[0]} after {facts.get('end.steps') or 'a few'} steps"
     _next_step(v, ordered, actionable, run)
+    if v.next and " --verify" in v.next and (where := foreign(profile)):
+        v.next += " --yes"
+        v.next_why = f"{v.next_why}; {where}" if v.next_why else where
     return v
+
+
+def foreign(profile: Any) -> str | None:
+    """What replaying a run recorded on another machine needs here, in a clause; None for a run recorded here."""
+    from yolodoctor.record.profile import host_id
+
+    host = getattr(profile, "host", None)
+    if profile is None or not host or host == host_id():
+        return None
+    data = (getattr(profile, "args", None) or {}).get("data") or (getattr(profile, "settings", None) or {}).get("data")
+    return (f"recorded on {host.rstrip('/')}: --yes replays its training here, which needs "
+            + (f"its dataset at {data}" if data else "its dataset") + " on this machine")
 
 
 def _bound(f: dict[str, Any], ordered: list[Finding], actionable: list[Finding]) -> Verdict:
@@ -213,7 +228,7 @@ def _next_step(v: Verdict, ordered: list[Finding], actionable: list[Finding], ru
         top = actionable[0]
         v.next = _verify(run, actionable)
         gain = top.fix.seconds_saved_per_epoch if top.fix else None
-        v.next_why = (f"trials {top.id}'s {_change(top)}" + (f" (up to {gain:.1f} s/epoch)" if gain else "")
+        v.next_why = (f"trials {top.id}'s {_change(top)}" + (f" (saves up to {gain:.1f} s per epoch)" if gain else "")
                       + (f" and {len(actionable) - 1} more" if len(actionable) > 1 else "")
                       + ", keeping only what measurably helps")
     elif not warned and v.bound in ("gpu", "cpu"):
