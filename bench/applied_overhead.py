@@ -33,8 +33,11 @@ RELAUNCH = ("import sys; from yolodoctor.fixing.apply import LIGHT_HZ; from yolo
 
 def timed(cmd: list[str], cwd: Path) -> float:
     t0 = time.perf_counter()
+    from yolodoctor.ulenv import users_env
+
+    # both sides with Ultralytics' log as the user has it (the relaunch gives its training the same)
     p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
-                       env={**os.environ, "YOLO_OFFLINE": "1", "PYTHONPATH": str(ROOT)})
+                       env=users_env({**os.environ, "YOLO_OFFLINE": "1", "PYTHONPATH": str(ROOT)}))
     if p.returncode != 0:
         raise SystemExit(f"{cmd[:4]} failed: {p.stderr[-1500:]}")
     return time.perf_counter() - t0
