@@ -111,6 +111,10 @@ def test_cli_human_table():
     rc, out, err = yd("compare", A, B)
     assert rc == 0, err
     assert "steady images/s" in out and f"×{RATIO:.2f}" in out and "DL201" in out and "resolved" in out
+    # times in the units diagnose uses, share changes in points, both speed-ups named as what they are
+    assert " ms " in out and " pp" not in out and "points" in out
+    assert "speed-up: " in out and "on the training steps (steady images/s)" in out and "on the wall time" in out
+    assert "changed: workers 0 -> -" in out  # B ran Ultralytics' default workers: no argument given
 
 
 def test_html_report(tmp_path):

@@ -136,9 +136,18 @@ def speedups(cmp: Comparison) -> dict[str, dict[str, Any]]:
                        "what": "wall time of the whole run (setup, training, validation, end)"}
     else:
         bounded = [s for s, d in (("A", cmp.a), ("B", cmp.b)) if (d.profile.summary or {}).get("bounded")]
-        out["wall"] = {"ratio": None, "why": (f"run {' and '.join(bounded)} was a bounded profile, not the whole "
-                                              "training" if bounded else "a run's wall time was not recorded")}
+        which = "runs A and B were bounded profiles" if len(bounded) == 2 else f"run {bounded[0]} was a bounded " \
+            "profile" if bounded else ""
+        out["wall"] = {"ratio": None, "why": (f"{which}, not the whole training" if bounded else
+                                              "a run's wall time was not recorded")}
     return out
+
+
+def changed_args(cmp: Comparison) -> dict[str, tuple[Any, Any]]:
+    """The train arguments that differ between A and B (as each run was asked for), by name."""
+    a, b = cmp.a.profile.args or {}, cmp.b.profile.args or {}
+    return {k: (a.get(k, "-"), b.get(k, "-")) for k in sorted(set(a) | set(b))
+            if k not in ("project", "name") and str(a.get(k)) != str(b.get(k))}
 
 
 def speedup_line(ups: dict[str, dict[str, Any]]) -> str:
@@ -155,8 +164,8 @@ def fmt(v: float | None, kind: str) -> str:
         return "n/a"
     if kind == "rate":
         return f"{v:,.1f}"
-    if kind == "seconds":
-        return f"{v:.3f} s" if v < 1 else f"{v:,.1f} s"
+    if kind == "seconds":  # as diagnose shows them (report.human)
+        return f"{v * 1000:.0f} ms" if abs(v) < 1 else f"{v:,.1f} s"
     if kind in ("pct", "cpu"):
         return f"{v:.1f} %"
     if kind == "share":
@@ -172,7 +181,7 @@ def change(d: dict[str, Any], kind: str) -> tuple[str, str | None]:
         return "", None
     if kind in ("share", "pct"):
         pts = d["delta"] * (100 if kind == "share" else 1)
-        text = f"{pts:+.1f} pp"
+        text = f"{pts:+.1f} points"
     else:
         text = f"×{d['ratio']:.2f}" if d["ratio"] is not None else f"{d['delta']:+.3g}"
     verdict = None
@@ -188,7 +197,8 @@ def to_json(cmp: Comparison, html: str | None = None) -> dict[str, Any]:
     return report.envelope("compare", cmp.b.findings, cmp.b.facts, None, runs=runs, deltas=cmp.deltas,
                            resolved=cmp.resolved, new=cmp.new, persisting=cmp.persisting, unmeasured=cmp.unmeasured,
                            comparable=cmp.comparable, mismatch=cmp.mismatch, warnings=cmp.warnings, notes=cmp.notes,
-                           speedups=speedups(cmp), html=html)
+                           speedups=speedups(cmp), changed={k: list(v) for k, v in changed_args(cmp).items()},
+                           html=html)
 
 
 def render(console: Console, cmp: Comparison) -> None:
@@ -209,6 +219,9 @@ def render(console: Console, cmp: Comparison) -> None:
         style = {"better": "green", "worse": "red"}.get(verdict or "", "")
         t.add_row(label, fmt(d["a"], kind), fmt(d["b"], kind), f"[{style}]{text}[/]" if style else text)
     console.print(t)
+    if changed := changed_args(cmp):
+        console.print("changed: " + escape(", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())),
+                      highlight=False)
     console.print(speedup_line(speedups(cmp)), highlight=False)
     by_id = {f.id: f for f in (*cmp.a.findings, *cmp.b.findings)}
     missing = {o.rule: o.detail for o in cmp.b.outcomes if o.state != "fired"}
