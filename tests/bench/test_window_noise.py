@@ -27,7 +27,7 @@ def test_a_recorded_h200_profile_has_little_spread_within_the_run(tmp_path, caps
     # the window as profile.json states it: steps 84-124 and 189-211, the validation and epoch 1's 64 refilled
     # steps left out
     assert r["steps"] == 64 and 850 < r["rate"] < 1000
-    assert r["by_window"][1.0]["n"] >= 4 and 4.0 not in r["by_window"]  # 4.5 s of steady steps: too few for two 4-s windows
+    assert r["by_window"][1.0]["n"] >= 4 and 4.0 not in r["by_window"]  # 4.5 s: too few for two 4-s windows
     assert r["by_window"][1.0]["cv"] < 0.1  # CUDA graphs: steady to a few per cent within the run
     p10, p50, p90 = r["compute_s"]  # the step's own time, data wait left out
     assert p10 <= p50 <= p90 and 0.05 < p50 < 0.09  # batch 64 at ~900 img/s: ~70 ms a step
