@@ -88,3 +88,25 @@ def test_the_design_shrinks_with_the_planned_training():
         assert e.verify_s <= SHARE * saving or len(kept) == 2
     assert sizes[0] == (5, 4) and sizes[0] >= sizes[1] >= sizes[2] and 2 <= sizes[2][0] < 5
     assert next(c.name for c in kept) == "baseline" and len(kept) >= 2  # never the baseline alone
+
+
+def test_unverified_the_plan_is_applied_without_what_reschedules_training(tmp_path, monkeypatch):
+    # a budget no trial fits: verify does not run, and --apply takes only what trains the same model on the same
+    # schedule (never batch=64: another warm-up and BatchNorm batch, whose loss only a trial can judge)
+    from click.testing import CliRunner
+
+    import yolodoctor.fixing.apply as apply
+    from yolodoctor.cli import cli
+
+    run = tmp_path / "h200-defaults"
+    shutil.copytree(ROOT / "fixtures/profiles/h200-defaults", run)
+    got = []
+    monkeypatch.setattr(apply, "relaunch", lambda base, changes, *a, **k: got.append(changes) or {
+        "status": "complete", "run_dir": None, "rolled_back": False, "changes": [c.to_dict() for c in changes]})
+    r = CliRunner().invoke(cli, ["fix", str(run), "--verify", "--apply", "--yes", "--budget", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["verify"]["fits"] is False and doc["trials"] == [] and doc["applied"]["verified"] is False
+    keys = [c.key for c in got[0]]
+    assert "batch" not in keys and "workers" in keys
+    assert "not applied unverified" in r.stderr and "batch=64" in r.stderr

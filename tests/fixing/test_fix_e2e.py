@@ -38,7 +38,7 @@ def profile_then_fix(tmp_path, data, train: list[str], tried: str) -> tuple[dict
 def test_fix_verify_apply_keeps_the_cache_and_rejects_what_does_not_help(tmp_path):
     from yolodoctor.datasets.synth import make_dataset
 
-    data = make_dataset(tmp_path / "png", images=160, val_images=4, image_format="png", width=1280, height=960
+    data = make_dataset(tmp_path / "png", images=96, val_images=4, image_format="png", width=1280, height=960
                         ).yaml_path
     prof, doc = profile_then_fix(tmp_path, data, ["imgsz=64", "batch=8", "epochs=6"], "workers=2")
     assert "DL204" in [f["id"] for f in prof["findings"]]  # decode-bound, cache fits

@@ -80,12 +80,14 @@ def test_allocator_counters_equal_torchs_own_functions():
 
 
 def test_a_bounded_profile_past_a_short_epoch_records_the_loader_queue_on_cuda(dataset, tmp_path):
-    # 96 images at batch 8: 12 batches, one epoch; 4 workers prefetch 16 batches, more than the epoch holds. The
-    # bounded profile runs its default steps past the epoch's end and judges its window from the queue's occupancy
+    # 96 images at batch 8: 12 batches, one epoch; 4 workers prefetch 16 batches, more than the epoch holds. Without
+    # --steps such a short training is measured whole; --steps 68 runs past the epoch's end and judges its window
+    # from the queue's occupancy
     out = tmp_path / "run"
     p = subprocess.run([sys.executable, "-m", "yolodoctor", "profile", f"data={dataset}", "imgsz=160", "batch=8",
                         "epochs=1", "workers=4", "plots=False", f"project={tmp_path / 'ul'}", "--no-trace",
-                        "--loader-seconds", "0", "--out", str(out), "--json"], capture_output=True, text=True,
+                        "--steps", "68", "--loader-seconds", "0", "--out", str(out), "--json"], capture_output=True,
+                       text=True,
                        timeout=600, env={**os.environ, "YOLO_OFFLINE": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     prof = record.load(out)

@@ -107,11 +107,13 @@ def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs: l
                                  command=command, err=err, debug=debug)
             trials.estimate = est
             chosen = trials.kept
-        else:  # unverified: only what is safe without a trial is applied
-            chosen = [c for c in p.changes if not c.changes_training]
+        else:  # unverified: only what trains the same model on the same schedule is applied without a trial
+            from yolodoctor.fixing.judge import reschedules
+
+            chosen = [c for c in p.changes if not c.changes_training and not reschedules(c)]
             if apply and len(chosen) < len(p.changes):
-                log("not applied unverified (they change training): " + ", ".join(
-                    f"{c.key}={c.after}" for c in p.changes if c.changes_training))
+                log("not applied unverified (they change training or its schedule; a trial checks their loss): "
+                    + ", ".join(f"{c.key}={c.after}" for c in p.changes if all(c is not x for x in chosen)))
     applied = None
     if apply and chosen:
         # a script's own output is shown, as `profile` shows it; Ultralytics' (quiet) log only under --debug
