@@ -189,3 +189,19 @@ def test_explain_says_which_condition_failed_with_the_values_it_read():
     assert outcomes["MM205"].detail.startswith("`run.oom_retries > 0.0` does not hold with run.oom_retries = 0")
     assert outcomes["VL201"].words.startswith("not judged: this run has no run.val_share")
     assert outcomes["MM205"].words.startswith("silent: `run.oom_retries > 0.0` does not hold")
+
+
+def test_diagnose_explain_leads_with_what_was_judged_in_units_and_groups_what_was_not():
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "diagnose", str(ROOT / "fixtures/profiles/h200-defaults"),
+                        "--explain"], capture_output=True, text=True, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+                       timeout=120)
+    out = p.stdout
+    judged, _, rest = out.partition("Not judged (this run lacks")
+    assert "Judged, silent" in judged and "DL201: run.device == 'cuda'" in judged
+    assert "run.data_wait_share 0.3%" in judged and "0.002959" not in out  # in units, not raw
+    assert any(line.startswith("dataset.*: DS001 DS002") for line in rest.splitlines())  # one line for the group
+    assert "not judged: this run has no" not in out
+    assert len(rest.splitlines()) < 30  # about 70 rules not judged, grouped: a line per kind of fact lacking

@@ -62,10 +62,32 @@ def run_diagnose(run_dir: Path, *, rule_dirs: list[str | Path] | None, as_json: 
         if v.next:
             out.print(f"next: [cyan]{escape(v.next)}[/]")
         if explain:
-            for o in d.outcomes:
-                if o.state != "fired":
-                    out.print(f"[dim]{o.rule}: {escape(o.words)}[/]")
+            _explain(out, d.outcomes)
     return exit_code(findings, fail_on)
+
+
+def _explain(out: Console, outcomes: list[Any]) -> None:
+    """What the rules that did not fire made of this run: first those judged (their condition, the values it read in
+    units), then those that could not be judged, then those not judged, grouped by the kind of fact the run lacks."""
+    from rich.markup import escape
+
+    judged = [o for o in outcomes if o.state == "false"]
+    if judged:
+        out.rule("[bold]Judged, silent (the condition does not hold here)")
+        for o in judged:
+            vals = ", ".join(f"{k} {report.human(k, v)}" for k, v in (o.values or {}).items())
+            cond = escape(o.condition or o.detail or "")
+            out.print(f"{o.rule}: [dim]{cond}[/]" + (f" - {escape(vals)}" if vals else ""), highlight=False)
+    for o in (o for o in outcomes if o.state == "error"):
+        out.print(f"[yellow]{o.rule}: {escape(o.words)}[/]", highlight=False)
+    groups: dict[str, list[str]] = {}
+    for o in (o for o in outcomes if o.state == "missing"):
+        lacked = sorted({f.strip().split(".")[0] for f in (o.detail or "").split(",") if f.strip()})
+        groups.setdefault(", ".join(f"{k}.*" for k in lacked) or "facts", []).append(o.rule)
+    if groups:
+        out.rule("[bold]Not judged (this run lacks the facts they read)")
+        for kinds, rules in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+            out.print(f"[dim]{escape(kinds)}:[/] {' '.join(rules)}", highlight=False)
 
 
 def run_rules(rule_id: str | None, *, rule_dirs: list[str | Path] | None, as_json: bool,

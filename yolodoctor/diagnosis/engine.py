@@ -31,6 +31,8 @@ class Outcome:
     rule: str
     state: str  # "fired" | "false" | "missing" | "error"
     detail: str | None = None  # missing: the facts the run lacks; false: the condition and the values it read
+    condition: str | None = None  # false: the condition that did not hold, on one line
+    values: dict[str, Any] | None = None  # false: the facts it read, by name (for a report in units)
 
     @property
     def words(self) -> str:
@@ -160,7 +162,9 @@ def _one(rule: Rule, cf: CompiledForm, facts: dict[str, Any], item: dict[str, An
     except Exception as e:
         return None, Outcome(rule.id, "error", str(e).split(". ")[0])
     if hit is not True:
-        return None, Outcome(rule.id, "false", _why_false(form.condition, form.facts, facts, item))
+        return None, Outcome(rule.id, "false", _why_false(form.condition, form.facts, facts, item),
+                             " ".join(form.condition.split()),
+                             {n: v for n in form.facts if (v := _lookup(n, facts, item)) is not None})
     severity, message, evidence = cf.severity, form.message, cf.evidence
     fix_spec, fix_exprs = form.fix, cf.fix_exprs
     for cc in cf.cases:
