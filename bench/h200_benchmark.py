@@ -10,7 +10,7 @@ Parts (`all` runs them in this order; every unit of a part is skipped once its r
   defaults    Ultralytics defaults (yolo11n.yaml, imgsz 640, batch 16, workers 8, AMP), whole epochs, profiled
   fix-safe    a bounded `profile` of the defaults, then `fix --verify --apply` (safe changes only); the applied run
               is the whole training with the kept plan. Runs detached (setsid), so it outlives one command: the
-              next command (within 30 s) waits for it again. A defaults whole run is added when none was recorded
+              next command on the same machine waits for it again. A defaults whole run is added when none was recorded
               on this machine (its machine_id), so that applied/defaults is a ratio within one machine.
   fix-unsafe  the same with --allow-unsafe
   loader      the train loader alone (Ultralytics' own, built without a model and iterated for --loader-seconds,
@@ -75,7 +75,7 @@ At tiny scale (--tiny: 480 images of 160x120, imgsz 64, CPU) batch maps 16/64/12
 run once: the pipeline, bookkeeping and report are exercised, not the figures.
 
 Commands, one per part (repo root, yolodoctor and its dependencies installed; each command ends inside 10 minutes,
-exit 3 = run the same command again, within 30 s while a fix runs detached). Minutes at full scale on a 16-core
+exit 3 = run the same command again, on the same machine while a fix runs detached). Minutes at full scale on a 16-core
 NVIDIA H200 machine (defaults ~190-270 img/s, compilation ~110-140 s cold, 30-45 s per bounded trial):
   bash bench/h200_benchmark.sh dataset      #  ~1.5 min: 22,000 JPEGs on 16 cores (any part makes it first if missing)
   bash bench/h200_benchmark.sh defaults     #  ~2.5 min: one epoch of 20,000 images at ~200 img/s, validation, setup
@@ -648,7 +648,7 @@ class Runner:
                         + (_tail(d / "fix-driver.log") or "")}
             if self.left() < 10:
                 raise NotYet(f"{part}: `fix --verify --apply` still running detached; run this part again "
-                             "(on the same machine: within 30 s of this command's end)")
+                             "on the same machine, where it goes on")
             time.sleep(2 if self.scale.tiny else 5)
         done = json.loads(done_file.read_text())
         return {**self.fix_record(d / "run", done), "wall_s": done["ended_s"] - done["started_s"],

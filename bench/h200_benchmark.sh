@@ -10,7 +10,7 @@
 # and packs it under the committed path into $OUT/h200-results.tgz (logs: $OUT/h200-logs.tgz). In the repository:
 #   tar xzf h200-results.tgz          (restores bench/results/h200-benchmark/; commit it)
 # Exit 3 (or 124/143, stopped at HARD_LIMIT=570 s): not finished - run the same command again; while `fix` runs
-# detached, within 30 s.
+# detached, on the same machine.
 set -uo pipefail
 export YOLO_OFFLINE=1 PYTHONUNBUFFERED=1
 COMMITTED=bench/results/h200-benchmark

@@ -1,15 +1,16 @@
 """Short trainings on the GPU: what `profile` and `fix --verify --apply` cost against the training they serve.
 
-    python3 bench/short_trainings.py run [--seconds 540]   (repo root, on the GPU machine; exits 3 while a stage runs)
-    python3 bench/short_trainings.py report DIR           (DIR: the results.json files a run left)
+    python3 bench/short_trainings.py run [--seconds 540] [--out DIR]   (repo root, on a GPU machine; exits 3 while a
+                                                                         stage still runs: run it again)
+    python3 bench/short_trainings.py report DIR                        (DIR: the results.json files a run left)
 
 Two trainings of a few thousand images (SCENARIOS below). For each, in order: the dataset; the training run plainly
 (`python -c "YOLO(...).train(...)"`, timed from outside, no yolodoctor); `yolodoctor profile` of it (default
 steps); `yolodoctor fix --verify --apply` on that profile with its default budget. Each stage runs detached (its own
-process session) under $SHORT_WORK (default /tmp/short) and leaves STAGE.rc and STAGE.ms (its wall milliseconds); a call
-waits at most --seconds and exits 3 while a stage still runs, so the next call goes on where it stopped (on the same
-machine). Where $OUT is set, every call copies there each finished scenario's results.json (walls, fix's JSON
-summary, the applied run's summary).
+process session) under $SHORT_WORK (default /tmp/short) and leaves STAGE.rc and STAGE.ms (its wall milliseconds); a
+run waits at most --seconds and exits 3 while a stage still runs, and running it again goes on where it stopped
+(the stages' state stays under $SHORT_WORK). With --out DIR, every run copies there each started scenario's
+results.json (walls, fix's JSON summary, the applied run's summary).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def _start(d: Path, stage: str, cmd: str) -> None:
     (d / f"{stage}.started").write_text(str(time.time()))
 
 
-def run(seconds: float) -> int:
+def run(seconds: float, out: Path | None = None) -> int:
     t0 = time.monotonic()
     for name, sc in SCENARIOS.items():
         d = WORK / name
@@ -78,13 +79,13 @@ def run(seconds: float) -> int:
                 _start(d, stage, cmd)
             while not (d / f"{stage}.rc").exists():
                 if time.monotonic() - t0 > seconds:
-                    print(f"{name}: {stage} still running: call again", flush=True)
-                    collect()
+                    print(f"{name}: {stage} still running: run again to wait for it", flush=True)
+                    collect(out)
                     return 3
                 time.sleep(2)
             rc = (d / f"{stage}.rc").read_text().strip()
             print(f"{name}: {stage} rc={rc} in {_seconds(d, stage)} s", flush=True)
-        collect()
+        collect(out)
     return 0
 
 
@@ -136,13 +137,13 @@ def results(name: str) -> dict:
     return out
 
 
-def collect() -> None:
-    out = os.environ.get("OUT")
-    if not out:
+def collect(out: Path | None) -> None:
+    if out is None:
         return
+    out.mkdir(parents=True, exist_ok=True)
     for name in SCENARIOS:
         if (WORK / name).exists():
-            (Path(out) / f"{name}.results.json").write_text(json.dumps(results(name), indent=1))
+            (out / f"{name}.results.json").write_text(json.dumps(results(name), indent=1))
 
 
 def _f(v: float | None, unit: str = " s") -> str:
@@ -172,11 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--seconds", type=float, default=540)
+    r.add_argument("--out", type=Path, default=None, help="copy each scenario's results.json here")
     p = sub.add_parser("report")
     p.add_argument("folder", type=Path)
     a = ap.parse_args(argv)
     if a.cmd == "run":
-        return run(a.seconds)
+        return run(a.seconds, a.out)
     print(report(a.folder))
     return 0
 
