@@ -113,9 +113,8 @@ def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> d
     out.update(first_step=start, evidence=evidence, refill_skipped=skipped, pauses=len(parts) - 1)
     why, needs = None, None
     win = [s for p in kept for s in p]
-    if len(parts) > 1 and (dropped := [p for p in kept[1:] if evidence == "occupancy" and len(p) >= MIN_WINDOW
-                                       and _draining(p, depth) is not None]):
-        kept = [p for p in kept if not any(p is d for d in dropped)]
+    if evidence == "occupancy" and len(kept) > 1:  # a later stretch still draining its refill measures the queue
+        kept = kept[:1] + [p for p in kept[1:] if len(p) < MIN_WINDOW or _draining(p, depth) is None]
         win = [s for p in kept for s in p]
     if evidence == "fixed rule" and len(parts) <= 1 and len(win) < max(2 * depth, MIN_WINDOW):
         need = max(2 * depth, MIN_WINDOW)
@@ -138,15 +137,14 @@ def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> d
                f"left at its end, {per_step:.2f} fewer per step): the rate measured is partly the queue's; about "
                f"{needs} more steps would reach the loader's own rate")
     elif (moved := _moved(win)) is not None:
+        r1, r2 = moved
         tail = _agreeing_tail(kept)
         if tail is not None:
-            r1, r2 = moved
             out["phase"] = (f"the last {len(tail)} of {len(kept)} stretches: the rate moved {r2 / r1 - 1:+.0%} "
                             "across the run's stretches, and the last ones agree")
             kept = tail
             win = [s for p in kept for s in p]
         else:
-            r1, r2 = moved
             why = (f"the rate moved {r2 / r1 - 1:+.0%} between the window's halves ({r1:.1f} then {r2:.1f} "
                    "images/s): the pipeline had not settled")
             needs = len(win)
