@@ -32,6 +32,7 @@ GRID = ROOT / "bench" / "scenarios.yaml"
 WORK = Path(os.environ.get("SCENARIOS_WORK") or ROOT / "bench" / "out")  # datasets/ and scenarios/: the stages' state
 RESULTS = ROOT / "bench" / "results" / "scenarios"
 STAGES = ("profile", "grid", "fix", "original")
+LIGHT_HZ = 1.0  # the original whole training is recorded as lightly as fix's applied run (fixing/apply.LIGHT_HZ)
 NOISE = 0.05  # "never slower than the original beyond the measured noise": the default when trials measured none
 
 
@@ -65,7 +66,7 @@ def stage_commands(sc: dict, d: Path) -> dict[str, str]:
             "grid": grid + "; true",
             "fix": f"{yd} fix {d}/profile --verify --apply --json > {d}/fix.json",
             "original": f"rm -rf {d}/original; {yd} profile {train()} name=original --all --no-trace "
-                        f"--loader-seconds 0 --out {d}/original --json > {d}/original.json"}
+                        f"--loader-seconds 0 --sample-hz {LIGHT_HZ:g} --out {d}/original --json > {d}/original.json"}
 
 
 def _alive(pid_file: Path) -> bool:
@@ -184,13 +185,19 @@ def read(d: Path) -> dict:
     best = max(((n, r) for n, r in points if r), key=lambda x: x[1], default=(None, None))
     trials = fix.get("trials") or {}
     kept = [f"{k['key']}={k['after']}" for k in trials.get("kept") or []]
-    relaunched = (fix.get("applied") or {}).get("relaunched", bool(fix.get("applied")))
+    applied = fix.get("applied") or {}
+    relaunched = applied.get("relaunched", bool(applied))
+    changes = [f"{c['key']}={c['after']}" if isinstance(c, dict) else str(c) for c in applied.get("changes") or []]
+    verify = fix.get("verify") or {}
     o_wall = _wall(orig)
     a_wall = _wall(app) if relaunched else o_wall
     spread = trials.get("baseline_spread")
     return {"name": sc.get("name", d.name), "bottleneck": sc.get("bottleneck"),
             "epochs": sc.get("args", {}).get("epochs"),
             "primary": ((prof.get("findings") or [{}])[0]).get("id"), "kept": kept, "relaunched": relaunched,
+            "plan": [f"{c['key']}={c['after']}" for c in (fix.get("plan") or {}).get("changes") or []],
+            "applied": changes, "verified": bool(applied.get("verified")),
+            "verify_skipped": verify.get("fits") is False,
             "orig_rate": _rate(orig), "app_rate": _rate(app) if relaunched else _rate(orig),
             "orig_wall": o_wall, "app_wall": a_wall, "best": best, "verify_s": trials.get("wall_s"),
             "noise": spread if spread is not None else NOISE}
@@ -219,16 +226,24 @@ def row_text(r: dict) -> str:
         return f"{a / b:.2f}x" if a and b else "-"
 
     saved = (r["orig_wall"] - r["app_wall"]) if r["orig_wall"] and r["app_wall"] else None
-    return (f"| {r['name']} | {r['bottleneck']} | {r['primary'] or '-'} | {', '.join(r['kept']) or 'nothing'} | "
+    kept = "verify skipped (budget)" if r["verify_skipped"] else (", ".join(r["kept"]) or "nothing")
+    applied = ", ".join(r["applied"]) or "nothing"
+    if r["applied"] and not r["verify_skipped"]:
+        applied += " (as measured)" if sorted(r["applied"]) == sorted(r["kept"]) else " (not as measured)"
+    elif r["applied"]:
+        applied += " (unverified)"
+    return (f"| {r['name']} | {r['bottleneck']} | {r['primary'] or '-'} | {', '.join(r['plan']) or '-'} | {kept} | "
+            f"{applied} | "
             f"{ratio(r['app_rate'], r['orig_rate'])} ({_f(r['orig_rate'], '.0f')} -> {_f(r['app_rate'], '.0f')}) | "
             f"{ratio(r['orig_wall'], r['app_wall'])} ({_f(r['orig_wall'], '.0f')} -> {_f(r['app_wall'], '.0f')} s) | "
             f"{ratio(r['app_rate'], r['best'][1])} of {r['best'][0] or '-'} | {_f(r['verify_s'], '.0f')} s / "
             f"{_f(saved, '.0f')} s | {'; '.join(goals(r)) or '-'} |")
 
 
-HEADER = ("| scenario | bottleneck | primary finding | kept | applied / original, steady images/s | "
-          "original / applied, wall time | applied / best swept point | verify / saved | goals |\n"
-          "|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| scenario | bottleneck | primary finding | plan | kept by verify | applied | "
+          "applied / original, steady images/s | original / applied, wall time | "
+          "applied / best swept point | verify / saved | goals |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def report(d: Path) -> int:

@@ -47,9 +47,12 @@ def scenario(tmp_path, *, epochs=20, bottleneck="too few workers", kept=True, ap
     (d / "scenario.json").write_text(json.dumps({"name": "s", "bottleneck": bottleneck, "args": {"epochs": epochs},
                                                  "grid": [{"workers": 8}, {"workers": 15}]}))
     (d / "profile.out.json").write_text(json.dumps({"findings": [{"id": "DL201"}]}))
-    fix = {"trials": {"kept": [{"key": "workers", "after": 15}] if kept else [], "wall_s": verify,
+    fix = {"plan": {"changes": [{"key": "workers", "after": 15}, {"key": "batch", "after": 64}]},
+           "trials": {"kept": [{"key": "workers", "after": 15}] if kept else [], "wall_s": verify,
                       "baseline_spread": 0.05},
-           "applied": {"relaunched": kept}}
+           "verify": {"fits": True},
+           "applied": {"relaunched": kept, "verified": True,
+                       "changes": [{"key": "workers", "after": 15}] if kept else []}}
     (d / "fix.json").write_text(json.dumps(fix))
     record(d, "original", 200.0, 1000.0)
     record(d, "grid-0", 600.0, 0)
@@ -64,7 +67,8 @@ def test_goals_are_judged_against_the_best_swept_point_and_the_time_saved(tmp_pa
     assert r["best"] == ("workers=15", 950.0) and r["kept"] == ["workers=15"]
     assert sc.goals(r) == ["best met", "not slower met", "verify <= 25% of saved met"]  # 900/950; 100 s of 500 saved
     row = sc.row_text(r)
-    assert "| DL201 | workers=15 |" in row and "4.50x (200 -> 900)" in row and "2.00x (1000 -> 500 s)" in row
+    assert "| DL201 | workers=15, batch=64 | workers=15 | workers=15 (as measured) |" in row
+    assert "4.50x (200 -> 900)" in row and "2.00x (1000 -> 500 s)" in row
 
 
 def test_missed_goals_are_named(tmp_path):
@@ -96,3 +100,23 @@ def test_export_leaves_two_archives_whatever_the_number_of_files(tmp_path, monke
         assert len([m for m in t.getnames() if m.endswith(".profile.json")]) == 12
     with tarfile.open(tmp_path / "out" / "stages.tgz") as t:
         assert t.getnames() == ["scenarios/a/fix.log"]
+
+
+def test_an_unverified_apply_and_a_combination_other_than_the_measured_are_named(tmp_path):
+    scenario(tmp_path)
+    fix = json.loads((tmp_path / "s" / "fix.json").read_text())
+    fix["applied"]["changes"].append({"key": "cache", "after": "ram"})
+    (tmp_path / "s" / "fix.json").write_text(json.dumps(fix))
+    assert "workers=15, cache=ram (not as measured)" in sc.row_text(sc.read(tmp_path / "s"))
+    fix["verify"] = {"fits": False}
+    fix["trials"] = []
+    (tmp_path / "s" / "fix.json").write_text(json.dumps(fix))
+    row = sc.row_text(sc.read(tmp_path / "s"))
+    assert "| verify skipped (budget) | workers=15, cache=ram (unverified) |" in row
+
+
+def test_the_original_is_recorded_as_lightly_as_the_applied_run(tmp_path):
+    from yolodoctor.fixing.apply import LIGHT_HZ
+
+    cmd = sc.stage_commands(sc.load()[0], tmp_path)["original"]
+    assert f"--sample-hz {LIGHT_HZ:g}" in cmd and "--no-trace" in cmd and "--all" in cmd
