@@ -22,6 +22,7 @@ CATEGORIES = (
     "config",
     "stability",
     "distributed",
+    "bound",  # what bounds the training step (rules BD*): read by the headline verdict, never reported as a finding
 )
 
 

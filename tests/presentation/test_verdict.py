@@ -21,8 +21,8 @@ def of(name):
 @pytest.mark.parametrize("name,bound,share,next_has", [
     ("h200-workers0", "input", 0.7658, "--verify"),  # 77% data wait: DL201's workers
     ("h200-png-1080p", "input", 0.608, "--verify"),  # PNG decode: DL204's cache='ram'
-    ("h200-defaults", "host", 1 - 0.079, "--verify"),  # the GPU busy 8% of the step, data ready: LA201's batch
-    ("h100-yolo11x-1280-fp32-oom", "gpu", 0.88, "--verify"),  # busy 88%, and PR201's AMP still saves time
+    ("h200-defaults", "host", 1 - 0.174, "--verify"),  # NVML: the GPU busy 17%, data ready: LA201's batch
+    ("h100-yolo11x-1280-fp32-oom", "gpu", 0.948, "--verify"),  # NVML: busy 95%, and PR201's AMP still saves time
     ("h100-yolo11l-1280-autobatch95", "memory", 0.594, "--verify"),  # an OOM retry halved the batch (MM205)
 ])
 def test_the_recorded_profiles_get_the_bound_their_findings_describe(name, bound, share, next_has):

@@ -94,9 +94,9 @@ def run_rules(rule_id: str | None, *, rule_dirs: list[str | Path] | None, as_jso
               facts: bool = False) -> int:
     from yolodoctor.console import stdout_console
     from yolodoctor.diagnosis.facts import CATALOGUE, ITEMS
-    from yolodoctor.diagnosis.rules import builtin_rules, load_rules
+    from yolodoctor.diagnosis.rules import load_rules, shipped_rules
 
-    rules = [c.rule for c in (load_rules(rule_dirs) if rule_dirs else builtin_rules())]
+    rules = [c.rule for c in (load_rules(rule_dirs, bound=True) if rule_dirs else shipped_rules())]
     if rule_id:
         rules = [r for r in rules if r.id == rule_id.upper() or r.name == rule_id]
         if not rules:

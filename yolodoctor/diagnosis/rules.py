@@ -131,6 +131,9 @@ Severity = Literal["info", "warning", "error"]
 Evidence = list[str] | dict[str, Any] | str | None
 
 
+BOUND = "bound"  # the category of the rules that name what bounds the step (presentation/verdict.py reads them)
+
+
 class RuleError(InputError):
     """An invalid rule file: exit 2 with the file, the rule id and what is wrong."""
 
@@ -519,13 +522,26 @@ def builtin_dir() -> Traversable:
 
 
 @functools.lru_cache(maxsize=1)
+def shipped_rules() -> tuple[Compiled, ...]:
+    """Every shipped rule, the bound rules included, compiled once per process."""
+    return tuple(load_rules(bound=True))
+
+
 def builtin_rules() -> tuple[Compiled, ...]:
-    """The shipped rules, compiled once per process."""
-    return tuple(load_rules())
+    """The shipped rules that make findings, compiled once per process."""
+    return tuple(c for c in shipped_rules() if c.rule.category != BOUND)
 
 
-def load_rules(extra_dirs: list[str | Path] | None = None, *, builtin: bool = True) -> list[Compiled]:
-    """Built-in rules, then each folder of user rules (a user rule may not reuse a built-in id)."""
+def bound_rules() -> tuple[Compiled, ...]:
+    """The shipped bound rules (category ``bound``, BD*): what bounds the training step, for the headline verdict.
+    Their conditions exclude each other, so at most one holds for a run's facts."""
+    return tuple(c for c in shipped_rules() if c.rule.category == BOUND)
+
+
+def load_rules(extra_dirs: list[str | Path] | None = None, *, builtin: bool = True,
+               bound: bool = False) -> list[Compiled]:
+    """Built-in rules, then each folder of user rules (a user rule may not reuse a built-in id). ``bound``: the
+    bound rules too (they make the verdict, not findings)."""
     sources: list[tuple[Path, str]] = []
     if builtin:
         for entry in sorted(builtin_dir().iterdir(), key=lambda p: p.name):
@@ -550,5 +566,6 @@ def load_rules(extra_dirs: list[str | Path] | None = None, *, builtin: bool = Tr
         if rule.id in seen:
             raise RuleError(f"{path}: rule {rule.id}: id already used by {seen[rule.id]}")
         seen[rule.id] = str(path)
-        compiled.append(compile_rule(rule))
+        if bound or rule.category != BOUND:
+            compiled.append(compile_rule(rule))
     return compiled

@@ -1,16 +1,13 @@
 """The headline of a profile or a diagnosis: what bounds the training step, by how much, on what evidence, and what to
 run next - derived from the facts and the ranked findings (a healthy run included: then nothing is worth fixing).
 
-The step is bounded by one of
-  input    the loader: the training thread waits for the next batch (run.data_wait_share, 15% or more, the share the
-           data-wait rules act on);
-  host     the host side on a GPU: the GPU idles although data is ready (kernel-busy share of the step from the trace,
-           else NVML's utilisation, under half) - Python, kernel launches, synchronisations, a starved training thread;
-  gpu      the GPU's own compute: it is busy half the step or more and data is ready;
-  cpu      the model's compute on the CPU (a training on the CPU with data ready);
-  memory   where the top finding that costs time is a memory one (an out-of-memory retry that halved the batch, a peak
-           near the GPU's capacity), or the training ran out of memory;
-  failed   the training did not finish (crash, non-finite loss): its figures say nothing of its speed.
+What bounds the step is decided once, by rules, never here:
+  failed   how the run ended (ST101, ST102): the training did not finish, its figures say nothing of its speed;
+  memory   it ran out of memory (MM201), or the top finding that costs time is a memory one;
+  input    one DDP rank's loader paces them all (the finding DD201), or the bound rule BD101 (data wait);
+  host, gpu, cpu   the bound rules BD102-BD104 (rules/BD*.yaml), which exclude each other.
+The bound rules read the same facts and thresholds as the findings that act on them (tests/presentation checks that a
+finding and the headline never disagree); the verdict only words the result and picks the next command.
 """
 
 from __future__ import annotations
@@ -23,10 +20,7 @@ from typing import Any
 from yolodoctor.findings import Finding, Severity, ranked
 from yolodoctor.record import bounds
 
-INPUT_SHARE = 0.15  # data wait from which the loader bounds the step (DL201, DL204 act from here)
-STRAGGLER_SHARE = 0.1  # DDP: a rank's data wait beyond the others', as a share of the step, and at least
-STRAGGLER_MS = 2.0  # this many ms: DD201's condition (rules/DD201-rank-straggler.yaml)
-BUSY_SHARE = 0.5  # GPU busy below this share of the step: the host sets the pace
+BOUNDS = {"BD101": "input", "BD102": "host", "BD103": "gpu", "BD104": "cpu"}  # the bound rule's id: its bound
 
 TITLES = {"input": "Input-bound (the data loader)", "host": "Host-bound (Python and kernel launches)",
           "gpu": "GPU compute-bound", "cpu": "Compute-bound on the CPU", "memory": "Memory-bound",
@@ -55,10 +49,6 @@ class Verdict:
 def pct(v: float) -> str:
     p = 100 * v
     return f"{p:.1f}%" if 0 < abs(p) < 10 else f"{p:.0f}%"
-
-
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _get(f: dict[str, Any], key: str) -> float | None:
@@ -127,13 +117,18 @@ def foreign(profile: Any) -> str | None:
             + (f"its dataset at {data}" if data else "its dataset") + " on this machine")
 
 
+def step_bound(facts: dict[str, Any]) -> Finding | None:
+    """The bound rule (rules/BD*.yaml) that holds for ``facts``, or None where none can be judged."""
+    from yolodoctor.diagnosis.engine import evaluate
+    from yolodoctor.diagnosis.rules import bound_rules
+
+    fired = evaluate(bound_rules(), facts)[0]
+    return fired[0] if fired else None
+
+
 def _bound(f: dict[str, Any], ordered: list[Finding], actionable: list[Finding]) -> Verdict:
-    """What bounds the step, its share, its headline and evidence."""
+    """What bounds the step (a finding or a bound rule), its share, its headline and evidence."""
     wait, device = _get(f, "run.data_wait_share"), f.get("run.device")
-    busy, busy_src = _get(f, "trace.gpu_busy_share"), "the trace's kernel time"
-    util = _get(f, "gpu.util_mean")
-    if busy is None and util is not None:
-        busy, busy_src = util / 100, "NVML utilisation"
     ev: list[str] = []
     if wait is not None:
         step = _get(f, "run.step_s")
@@ -141,47 +136,42 @@ def _bound(f: dict[str, Any], ordered: list[Finding], actionable: list[Finding])
     warned = [x for x in ordered if x.severity >= Severity.warning]
     top_memory = next((x for x in actionable + warned if x.category == "memory"), None)
     top = actionable[0] if actionable else None
-    share: float | None
-    excess = _get(f, "ranks.wait_excess_share")
-    gap = (f["ranks.straggler_wait_ms"] - f["ranks.others_wait_ms"]
-           if _num(f.get("ranks.straggler_wait_ms")) and _num(f.get("ranks.others_wait_ms")) else None)
-    if excess is not None and excess >= STRAGGLER_SHARE and gap is not None and gap >= STRAGGLER_MS:
-        # under DDP one rank's loader paces them all
-        bound, share = "input", excess
+    rule = step_bound(f)
+    bound = BOUNDS.get(rule.id, "unknown") if rule is not None else "unknown"
+    share: float | None = _get(rule.evidence, "share") if rule is not None else None
+    headline = rule.message if rule is not None else ""
+    straggler = next((x for x in ordered if x.id == "DD201"), None)
+    if straggler is not None:  # under DDP one rank's loader paces them all
+        ev_ = straggler.evidence
+        bound, share = "input", _get(f, "ranks.wait_excess_share")
         headline = (f"rank {f['ranks.straggler']:.0f} waits {f['ranks.straggler_wait_ms']:.0f} ms per step for its "
                     f"data, the other ranks {f['ranks.others_wait_ms']:.0f} ms: every rank waits for it at the "
-                    f"gradient all-reduce, {pct(excess)} of each step")
+                    f"gradient all-reduce" + (f", {pct(share)} of each step" if share is not None else "")
+                    if all(k in f for k in ("ranks.straggler", "ranks.straggler_wait_ms", "ranks.others_wait_ms"))
+                    else straggler.message.split(". ")[0].rstrip("."))
         ev = [f"{f['ranks.count']:.0f} DDP ranks; rank 0's data wait {pct(wait)} of each step"
-              if wait is not None else f"{f['ranks.count']:.0f} DDP ranks"]
-        if _num(f.get("ranks.straggler_workers")) and _num(f.get("ranks.others_workers")):
+              if wait is not None else f"{f.get('ranks.count', 2):.0f} DDP ranks"]
+        if _get(f, "ranks.straggler_workers") is not None and _get(f, "ranks.others_workers") is not None:
             ev.append(f"its loader ran {f['ranks.straggler_workers']:.0f} worker(s), the others' "
                       f"{f['ranks.others_workers']:.0f}")
-    elif wait is not None and wait >= INPUT_SHARE:
-        bound, share = "input", wait
-        headline = f"the training waits for the next batch {pct(wait)} of each step"
+        del ev_
+    elif bound == "input":
         ev += _input_evidence(f, device)
     elif top is not None and top is top_memory:
         bound, share = "memory", _get(f, "gpu.mem_fraction_peak")
         headline = top.message.split(". ")[0].rstrip(".")
         if share is not None:
             ev.append(f"GPU memory peak {pct(share)} of the card")
-    elif device == "cuda" and busy is not None:
-        bound, share = ("host", 1 - busy) if busy < BUSY_SHARE else ("gpu", busy)
-        headline = (f"the GPU is busy only {pct(busy)} of the step ({busy_src}) although data is ready: the host side "
-                    "sets the pace" if bound == "host" else
-                    f"the GPU computes {pct(busy)} of the step ({busy_src}) and data is ready")
+    elif bound in ("host", "gpu"):
         if (thread := _get(f, "cpu.train_thread_pct")) is not None:
             ev.append(f"training thread at {thread:.0f}% of a core")
         if (kernels := _get(f, "trace.kernels_per_step")) is not None:
             ev.append(f"{kernels:.0f} kernels per step")
-    elif device in ("cpu", "mps") and wait is not None:
-        bound, share = "cpu", 1 - wait
-        headline = f"the model's forward and backward pass take {pct(1 - wait)} of each step; data is ready"
-    else:
-        bound, share = "unknown", None
+    elif bound == "unknown":
         headline = "the profile holds too few measurements to say what bounds the step"
     if (rate := _get(f, "run.images_per_s")) is not None:
         ev.insert(0, f"{rate:.1f} images/s" + (" (steady)" if f.get("run.window_valid") else ""))
+    headline = " ".join(headline.split())
     return Verdict(bound, share, headline[:1].upper() + headline[1:] + ".", ev)
 
 
