@@ -142,7 +142,6 @@ def _bound(f: dict[str, Any], ordered: list[Finding], actionable: list[Finding])
     headline = rule.message if rule is not None else ""
     straggler = next((x for x in ordered if x.id == "DD201"), None)
     if straggler is not None:  # under DDP one rank's loader paces them all
-        ev_ = straggler.evidence
         bound, share = "input", _get(f, "ranks.wait_excess_share")
         headline = (f"rank {f['ranks.straggler']:.0f} waits {f['ranks.straggler_wait_ms']:.0f} ms per step for its "
                     f"data, the other ranks {f['ranks.others_wait_ms']:.0f} ms: every rank waits for it at the "
@@ -154,7 +153,6 @@ def _bound(f: dict[str, Any], ordered: list[Finding], actionable: list[Finding])
         if _get(f, "ranks.straggler_workers") is not None and _get(f, "ranks.others_workers") is not None:
             ev.append(f"its loader ran {f['ranks.straggler_workers']:.0f} worker(s), the others' "
                       f"{f['ranks.others_workers']:.0f}")
-        del ev_
     elif bound == "input":
         ev += _input_evidence(f, device)
     elif top is not None and top is top_memory:
