@@ -19,7 +19,7 @@ SLOW_DECODE = {"env.device_kind": "cuda", "io.decode_ms_median": 30.0, "io.resiz
 def test_the_loader_floor_is_in_the_rule_not_the_probe(tmp_path):
     # 35 ms per image on 8 workers: 229 images/s, below IO103's 300; the same rule with a floor of 200 stays silent
     assert "IO103" in [f.id for f in evaluate(builtin_rules(), SLOW_DECODE)[0]]
-    text = (Path(str(builtin_dir())) / "IO103-expensive-decode.yaml").read_text()
+    text = (Path(str(builtin_dir())) / "IO103-decode-limits-loader.yaml").read_text()
     assert "ceiling < 300.0" in text
     (tmp_path / "r.yaml").write_text(text.replace("IO103", "XX103").replace("ceiling < 300.0", "ceiling < 200.0"))
     lower = load_rules([tmp_path], builtin=False)

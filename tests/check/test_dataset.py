@@ -50,22 +50,22 @@ def errors(res: DatasetCheck) -> list:
 
 DEFECTS = [
     # fixture, finding id, file named in evidence, line (None for whole-file defects)
-    ("labels-wrong-columns", "DS201", "labels/train/b.txt", 2),
-    ("class-id-out-of-range", "DS203", "labels/train/b.txt", 2),
-    ("coords-out-of-range", "DS204", "labels/train/b.txt", 1),
-    ("zero-size-box", "DS205", "labels/train/b.txt", 2),
-    ("duplicate-rows", "DS206", "labels/train/b.txt", 3),
-    ("label-unparseable", "DS202", "labels/train/b.txt", 1),
+    ("labels-wrong-columns", "DS111", "labels/train/b.txt", 2),
+    ("class-id-out-of-range", "DS113", "labels/train/b.txt", 2),
+    ("coords-out-of-range", "DS114", "labels/train/b.txt", 1),
+    ("zero-size-box", "DS115", "labels/train/b.txt", 2),
+    ("duplicate-rows", "DS116", "labels/train/b.txt", 3),
+    ("label-unparseable", "DS112", "labels/train/b.txt", 1),
     ("image-without-label", "DS101", "images/train/c.jpg", None),
     ("label-without-image", "DS102", "labels/train/ghost.txt", None),
     ("truncated-jpeg", "DS107", "images/train/b.jpg", None),
     ("corrupt-image", "DS106", "images/train/b.jpg", None),
     ("empty-image-file", "DS105", "images/train/b.jpg", None),
     ("image-too-small", "DS108", "images/train/b.jpg", None),
-    ("segment-box-rows", "DS201", "labels/train/b.txt", 1),
-    ("segment-odd-coordinates", "DS201", "labels/train/b.txt", 1),
-    ("pose-wrong-keypoints", "DS201", "labels/train/b.txt", 1),
-    ("obb-box-rows", "DS201", "labels/train/b.txt", 1),
+    ("segment-box-rows", "DS111", "labels/train/b.txt", 1),
+    ("segment-odd-coordinates", "DS111", "labels/train/b.txt", 1),
+    ("pose-wrong-keypoints", "DS111", "labels/train/b.txt", 1),
+    ("obb-box-rows", "DS111", "labels/train/b.txt", 1),
 ]
 
 
@@ -89,16 +89,16 @@ def test_defect_fixture(fixture, fid, rel, line):
 
 
 def test_each_defect_counts_files_and_rows():
-    f = by_id(run("labels-wrong-columns"))["DS201"]
+    f = by_id(run("labels-wrong-columns"))["DS111"]
     assert f.evidence["files"] == 1 and f.evidence["rows"] == 2
     assert [e["line"] for e in f.evidence["examples"]] == [2, 3]
-    f = by_id(run("class-id-out-of-range"))["DS203"]
+    f = by_id(run("class-id-out-of-range"))["DS113"]
     assert f.evidence["rows"] == 2  # class 7 and the non-integer 1.5
     assert any("not an integer" in e["reason"] for e in f.evidence["examples"])
 
 
 def test_segment_box_rows_cover_both_ultralytics_failures():
-    f = by_id(run("segment-box-rows"))["DS201"]
+    f = by_id(run("segment-box-rows"))["DS111"]
     lines = {(Path(e["file"]).name, e["line"]) for e in f.evidence["examples"]}
     assert lines == {("b.txt", 1), ("c.txt", 2)}  # a boxes-only file and a mixed file
 
@@ -306,8 +306,8 @@ def test_detect_task_accepts_polygons_and_pose_rows():
 
 
 def test_pose_rows_in_a_segment_run_are_wrong():
-    assert "DS201" in by_id(run("ok-detect", task="segment"))
-    assert "DS201" in by_id(run("ok-detect", task="obb"))
+    assert "DS111" in by_id(run("ok-detect", task="segment"))
+    assert "DS111" in by_id(run("ok-detect", task="obb"))
 
 
 def test_txt_list_splits_index():
@@ -358,8 +358,8 @@ def test_process_pool_matches_inline(tmp_path):
 
     assert strip(pooled) == strip(inline)
     assert [f.to_dict() for f in pooled.findings] == [f.to_dict() for f in inline.findings]
-    assert by_id(pooled)["DS203"].evidence["files"] == sum(1 for i in range(600) if i % 3 == 0 and i % 100 != 7)
-    ex = by_id(pooled)["DS203"].evidence["examples"]
+    assert by_id(pooled)["DS113"].evidence["files"] == sum(1 for i in range(600) if i % 3 == 0 and i % 100 != 7)
+    ex = by_id(pooled)["DS113"].evidence["examples"]
     assert [Path(e["file"]).name for e in ex] == ["p0000.txt", "p0003.txt", "p0006.txt", "p0009.txt", "p0012.txt"]
 
 
@@ -427,7 +427,7 @@ def test_resolution_and_verdicts_agree_with_ultralytics(ultra, fixture, tmp_path
         args = (str(img), lbl, "", ours.index.task == "pose", len(theirs["names"]), nkpt, ndim, False)
         if ultra.verify_image_label(args)[8]:
             dropped.add(str(img))
-    drop_ids = {"DS106", "DS105", "DS108", "DS201", "DS202", "DS203", "DS204"}
+    drop_ids = {"DS106", "DS105", "DS108", "DS111", "DS112", "DS113", "DS114"}
     flagged = set()
     for f in ours.findings:
         if f.id in drop_ids:
@@ -565,7 +565,7 @@ def test_fuzz_label_rows(label_root, rows, task):
     (label_root / "labels/train/b.txt").write_text(text)
     res = _bounded(label_root, task=task)
     n_rows = sum(1 for line in text.splitlines() if line.split())
-    label_ids = {"DS201", "DS202", "DS203", "DS204", "DS205", "DS206"}
+    label_ids = {"DS111", "DS112", "DS113", "DS114", "DS115", "DS116"}
     flagged = [f for f in res.findings if f.id in label_ids]
     assert sum(f.evidence["rows"] for f in flagged) <= n_rows * 4  # class, coords, size, or a duplicate
     assert all(f.evidence["files"] == 1 for f in flagged)
@@ -616,7 +616,7 @@ def test_drop_verdict_matches_ultralytics(ultra, label_root, lines, task, sep):
     nkpt, ndim = (2, 3) if task == "pose" else (0, 0)
     theirs = ultra.verify_image_label((str(img), str(lbl), "", task == "pose", 3, nkpt, ndim, False))
     res = check_dataset(label_root / "data.yaml", task=task, workers=1)
-    ours = {f.id for f in res.findings} & {"DS201", "DS202", "DS203", "DS204"}
+    ours = {f.id for f in res.findings} & {"DS111", "DS112", "DS113", "DS114"}
     assert bool(theirs[8]) == bool(ours), (theirs[9], [(f.id, f.evidence) for f in res.findings])
 
 

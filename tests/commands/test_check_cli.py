@@ -23,7 +23,7 @@ def check(*args):
 
 @pytest.mark.parametrize("name,rule,file", [
     ("truncated-jpeg", "DS107", ".jpg"),
-    ("labels-wrong-columns", "DS201", ".txt"),
+    ("labels-wrong-columns", "DS111", ".txt"),
     ("yaml-unparseable", "DS001", "data.yaml"),
 ])
 def test_defective_dataset_exits_1_and_names_the_files(name, rule, file):

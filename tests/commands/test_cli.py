@@ -123,9 +123,9 @@ def test_diagnose_says_how_a_saved_run_ended(tmp_path):
     (run / "profile.json").write_text(json.dumps(prof))
     rc, out, err = yd("diagnose", run, "--json")
     assert rc == 1, err
-    assert "ST102" in {f["id"] for f in json.loads(out)["findings"]}
+    assert "ST204" in {f["id"] for f in json.loads(out)["findings"]}
     rc, out, err = yd("diagnose", ROOT / "fixtures" / "profiles" / "h200-defaults", "--json")
-    assert "ST102" not in {f["id"] for f in json.loads(out)["findings"]}
+    assert "ST204" not in {f["id"] for f in json.loads(out)["findings"]}
 
 
 @pytest.mark.parametrize("yaml_text,needle", [

@@ -114,5 +114,24 @@ def test_every_id_check_and_diagnose_emit_is_listed(listed, monkeypatch):
             seen.setdefault(f.id, f"ending {reason}")
     assert {i: w for i, w in seen.items() if i not in listed} == {}
     # the runs above reach every family of rules: the dataset's, check's and the profile's, and how a run ended
-    assert {"DS001", "DS101", "DS201", "DS011", "CF104", "EN113", "MM201", "ST102", "LA201"} <= set(seen)
+    assert {"DS001", "DS101", "DS111", "DS011", "CF104", "EN113", "MM201", "ST204", "LA201"} <= set(seen)
 
+
+
+RUN_ONLY = ("run.", "settings.", "trace.", "end.", "ranks.", "ul.")  # facts only a training's record holds
+
+
+def test_rule_names_are_unique_and_ids_follow_the_scheme_yolodoctor_rules_prints():
+    from yolodoctor.commands.diagnose import ID_SCHEME
+    from yolodoctor.diagnosis.rules import shipped_rules
+
+    rules = [c.rule for c in shipped_rules()]
+    names = [r.name for r in rules]
+    assert len(set(names)) == len(names), sorted(n for n in names if names.count(n) > 1)
+    for r in rules:
+        assert f" {r.id[:2]} " in f" {ID_SCHEME.replace('(', ' ')} " or f"({r.id[:2]} " in ID_SCHEME, r.id
+        reads_run = [any(f.startswith(RUN_ONLY) for f in [*fm.facts, *(fm.optional or [])]) for fm in r.all_forms]
+        if r.id[-3] == "2":  # only from a training: every form reads a training's record
+            assert all(reads_run), r.id
+        else:  # before training: at least one form reads what is known then
+            assert not all(reads_run), r.id

@@ -180,8 +180,8 @@ def test_the_ended_state_says_how_the_run_ended(rules, wait_for, copy_run):
             assert f"training ended: incomplete - {reason}" in status and "exit code 1" in status
             assert app.query_one("#findings").border_title == "Final diagnosis"
             ids = table_ids(app)
-            assert ids[0] == "ST102" and "DL201" in ids  # how it ended, then the recording's diagnosis
-            assert reason in str(app.query_one(DataTable).get_row("ST102")[3])
+            assert ids[0] == "ST204" and "DL201" in ids  # how it ended, then the recording's diagnosis
+            assert reason in str(app.query_one(DataTable).get_row("ST204")[3])
             seq = app.snapshot.seq
             await pilot.pause(0.2)
             assert app.snapshot.seq == seq and app.is_running  # the final state stays until q

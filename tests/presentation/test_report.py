@@ -72,3 +72,17 @@ def test_batch_changes_name_autobatch_or_the_out_of_memory_halving():
     refused = report.setting_notes({"settings.cache_requested": "ram", "ul.cache_refused": True,
                                     "ul.cache_required_gb": 40.0, "ul.cache_available_gb": 12.5}, {"cache": "ram"})
     assert refused["settings.cache"].endswith("its RAM guard trained uncached (it wanted 40.0 GB, 12.5 GB available)")
+
+
+def test_a_fix_with_nothing_to_change_is_printed_as_a_note_not_a_fix():
+    from yolodoctor.findings import Fix
+
+    con = Console(record=True, width=200)
+    only_note = Finding("SY201", "frequent-syncs", "launch", Severity.info, "Syncs.",
+                        fix=Fix(note="custom callbacks should avoid .item()"))
+    change = Finding("DL201", "dataloader-too-few-workers", "dataloader", Severity.warning, "Waits.",
+                     fix=Fix(args={"workers": 5}))
+    report.render_findings(con, [only_note, change], "findings")
+    text = con.export_text()
+    assert "note: custom callbacks should avoid .item()" in text and "fix: custom" not in text
+    assert "fix: workers=5" in text

@@ -76,7 +76,7 @@ def test_a_failed_training_is_the_verdict_and_check_is_the_next_step():
         mode, args, command, status = "args", {"data": "d.yaml", "model": "m.yaml", "project": "p"}, None, "incomplete"
         reason, summary = "crashed: RuntimeError: boom", {}
 
-    crash = Finding("ST102", "training-crashed", "stability", Severity.error, "Training failed: crashed: boom")
+    crash = Finding("ST204", "training-crashed", "stability", Severity.error, "Training failed: crashed: boom")
     v = verdict({"run.complete": False, "end.steps": 3.0}, [crash], "runs/x", Prof())
     assert v.bound == "failed" and v.headline == "Training failed: crashed: boom."
     assert v.next == "yolodoctor check data=d.yaml model=m.yaml"  # not the output folders

@@ -70,7 +70,7 @@ def test_the_recorded_profiles_headlines_agree_with_their_findings():
 
 def test_bound_rules_are_not_reported_as_findings():
     facts = {"run.device": "cuda", "run.data_wait_share": 0.5}
-    assert [x.id for x in evaluate(bound_rules(), facts)[0]] == ["BD101"]
+    assert [x.id for x in evaluate(bound_rules(), facts)[0]] == ["BD201"]
     assert not any(c.rule.category == "bound" for c in builtin_rules())
     d = diagnose(PROFILES / "h200-workers0")
     assert not any(x.category == "bound" for x in d.reported)

@@ -33,8 +33,8 @@ pytestmark = pytest.mark.slow
 # exit code
 FAULTS = {
     "oom@3": ("out-of-memory", "MM201", 1),  # a CUDA-style OOM raised inside the training loop
-    "crash@3": ("crashed", "ST102", 1),  # a generic exception inside the training loop
-    "nan@3": ("nan", "ST101", 0),  # the loss turns NaN; training goes on to its bound
+    "crash@3": ("crashed", "ST204", 1),  # a generic exception inside the training loop
+    "nan@3": ("nan", "ST203", 0),  # the loss turns NaN; training goes on to its bound
 }
 
 
@@ -124,7 +124,7 @@ def test_dataloader_worker_killed(dataset, tmp_path, profiled):
     assert p.returncode == 1, stderr[-2000:]
     prof = record.load(out)
     assert prof.status == "incomplete" and "DataLoader worker" in prof.reason and str(worker) in prof.reason
-    assert prof.summary["steps"] >= 1 and "ST102" in stdout
+    assert prof.summary["steps"] >= 1 and "ST204" in stdout
     assert any(e["type"] == "sample" for e in read_events(out / "samples.jsonl"))
     assert snapshot(dataset.parent) == profiled.dataset_before
 

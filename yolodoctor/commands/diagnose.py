@@ -90,6 +90,15 @@ def _explain(out: Console, outcomes: list[Any]) -> None:
             out.print(f"[dim]{escape(kinds)}:[/] {' '.join(rules)}", highlight=False)
 
 
+ID_SCHEME = ("A rule's id: its letters name the area (BD the step's bound, CF settings, DD distributed, "
+             "DL data loader, "
+             "DS dataset, EN environment, IO storage and decode, LA kernel launches, MM memory, PR precision, "
+             "RN the measurement, ST stability, SY synchronisation, VL validation); its hundreds say when it can "
+             "fire: 0xx reading the data.yaml, 1xx before training (check; some also from a training's record), "
+             "2xx only from a training (profile, diagnose, the monitor). Severity info, warning or error; a fix "
+             "marked unsafe changes what is optimised, and fix --verify trials its loss.")
+
+
 def run_rules(rule_id: str | None, *, rule_dirs: list[str | Path] | None, as_json: bool,
               facts: bool = False) -> int:
     from yolodoctor.console import stdout_console
@@ -131,6 +140,7 @@ def run_rules(rule_id: str | None, *, rule_dirs: list[str | Path] | None, as_jso
             _print_form(out, form)
         out.print(f"[dim]file:[/] {r.source}")
         return 0
+    from rich.markup import escape
     from rich.table import Table
 
     t = Table("id", "name", "category", "severity", "fix", title=f"{len(rules)} rules")
@@ -141,6 +151,7 @@ def run_rules(rule_id: str | None, *, rule_dirs: list[str | Path] | None, as_jso
         unsafe = any(x and x.safety == "unsafe" for x in fixes)
         t.add_row(r.id, r.name, r.category, "/".join(r.severities), fx + (" (unsafe)" if unsafe else ""))
     out.print(t)
+    out.print(f"[dim]{escape(ID_SCHEME)}[/]")
     return 0
 
 

@@ -24,7 +24,7 @@ class Diagnosis:
     facts: dict[str, Any]
     findings: list[Finding]
     outcomes: list[Outcome]
-    ending: list[Finding]  # how the training ended (the rules over the end.* facts: MM201, ST101, ST102)
+    ending: list[Finding]  # how the training ended (the rules over the end.* facts: MM201, ST203, ST204)
 
     @property
     def reported(self) -> list[Finding]:
@@ -55,5 +55,5 @@ def diagnose(run_dir: str | Path, rule_dirs: list[str | Path] | None = None,
 
 
 def ending_findings(prof: record.Profile, rules: list[Compiled] | tuple[Compiled, ...] | None = None) -> list[Finding]:
-    """How the training ended, as findings: the rules over the end.* facts (MM201, ST101, ST102)."""
+    """How the training ended, as findings: the rules over the end.* facts (MM201, ST203, ST204)."""
     return evaluate(rules if rules is not None else builtin_rules(), facts_mod.ending(prof))[0]

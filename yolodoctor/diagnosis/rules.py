@@ -6,7 +6,9 @@ before one. `yolodoctor rules` lists them and `yolodoctor rules ID` prints one's
 
 A rule file:
 
-    id: LA201                      # two or three letters and three digits
+    id: LA201                      # two or three letters and three digits: the letters name the area, the hundreds
+                                   # when it can fire (0xx the data.yaml, 1xx before training, 2xx only from a
+                                   # training; commands/diagnose.ID_SCHEME, printed by `yolodoctor rules`)
     name: host-bound               # kebab-case
     category: launch               # one of findings.CATEGORIES
     severity: warning              # info | warning | error

@@ -119,7 +119,9 @@ def render_findings(console: Console, findings: list[Finding], title: str, group
             if ev:
                 body.append("\n" + ev, style="dim")
             if f.fix:
-                body.append("\nfix: ", style="bold green")
+                # a fix with nothing to change (only a note) is not printed as one
+                changes = bool(f.fix.args or f.fix.env or f.fix.torch_flags)
+                body.append("\nfix: " if changes else "\nnote: ", style="bold green" if changes else "bold")
                 body.append(_fix_text(f.fix))
             console.print(Panel(body, title=head, title_align="left", border_style=style, expand=True))
     counts = {s: sum(1 for f in findings if f.severity == s) for s in Severity}

@@ -2,10 +2,10 @@
 run next - derived from the facts and the ranked findings (a healthy run included: then nothing is worth fixing).
 
 What bounds the step is decided once, by rules, never here:
-  failed   how the run ended (ST101, ST102): the training did not finish, its figures say nothing of its speed;
+  failed   how the run ended (ST203, ST204): the training did not finish, its figures say nothing of its speed;
   memory   it ran out of memory (MM201), or the top finding that costs time is a memory one;
-  input    one DDP rank's loader paces them all (the finding DD201), or the bound rule BD101 (data wait);
-  host, gpu, cpu   the bound rules BD102-BD104 (rules/BD*.yaml), which exclude each other.
+  input    one DDP rank's loader paces them all (the finding DD201), or the bound rule BD201 (data wait);
+  host, gpu, cpu   the bound rules BD202-BD204 (rules/BD*.yaml), which exclude each other.
 The bound rules read the same facts and thresholds as the findings that act on them (tests/presentation checks that a
 finding and the headline never disagree); the verdict only words the result and picks the next command.
 """
@@ -20,7 +20,7 @@ from typing import Any
 from yolodoctor.findings import Finding, Severity, ranked
 from yolodoctor.record import bounds
 
-BOUNDS = {"BD101": "input", "BD102": "host", "BD103": "gpu", "BD104": "cpu"}  # the bound rule's id: its bound
+BOUNDS = {"BD201": "input", "BD202": "host", "BD203": "gpu", "BD204": "cpu"}  # the bound rule's id: its bound
 
 TITLES = {"input": "Input-bound (the data loader)", "host": "Host-bound (Python and kernel launches)",
           "gpu": "GPU compute-bound", "cpu": "Compute-bound on the CPU", "memory": "Memory-bound",
@@ -85,7 +85,7 @@ def verdict(facts: dict[str, Any], findings: list[Finding], run_dir: str | Path 
     record (yolodoctor.record.profile.Profile), for the command lines it suggests."""
     run = str(run_dir) if run_dir is not None else "RUN_DIR"
     ordered = ranked(findings)
-    ending = [x for x in ordered if x.id in ("MM201", "ST101", "ST102")]
+    ending = [x for x in ordered if x.id in ("MM201", "ST203", "ST204")]
     reason = getattr(profile, "reason", None) or facts.get("end.reason")
     stopped = str(reason).startswith(("interrupted", "terminated"))
     if ending or (facts.get("run.complete") is False and reason and not stopped):
