@@ -1,6 +1,6 @@
 """The monitor's own CPU cost: CPU time of the `yolodoctor monitor` process over wall time, while it tails a run.
 
-    .venv/bin/python bench/monitor_cpu.py [--seconds 20] [--refresh 1] [--warmup 5] [--fixture h200-defaults]
+    .venv/bin/python bench/monitor_cpu.py [--seconds 20] [--refresh 1] [--warmup 5] [--fixture h200-defaults] [--out F]
     .venv/bin/python bench/monitor_cpu.py --live model=yolo11n.yaml data=DS/data.yaml imgsz=128 batch=8 workers=0
 
 Replay (default): a recorded H200 run (fixtures/profiles/NAME) is appended to a fresh run directory in real time,
@@ -9,15 +9,19 @@ pseudo-terminal of 120x40 (its output read and discarded here), so it does all i
 facts and rules, rendering, writing escape codes. --live instead starts `yolodoctor monitor KEY=VALUE ...`, which
 launches a real training; only the monitor process is counted, not the training it started (a child).
 CPU is read from /proc (psutil) at the end of --warmup and --seconds later; goal: below 5% of one core.
+The result, with the machine and the date, is printed and written as JSON to --out (by default
+bench/results/monitor-cpu-DATE.json; --out - prints only); BENCHMARKS.md's figure is read from that file.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import fcntl
 import json
 import os
+import platform
 import pty
 import select
 import shutil
@@ -86,6 +90,16 @@ def cpu_s(p: psutil.Process) -> float:
     return t.user + t.system
 
 
+def describe_machine() -> dict:
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    return {"cpu": model or platform.processor(), "usable_cores": len(os.sched_getaffinity(0)),
+            "logical_cpus": os.cpu_count(), "ram_gib": round(psutil.virtual_memory().total / (1 << 30), 1),
+            "python": platform.python_version(), "os": f"{platform.system()} {platform.release()}",
+            "platform": platform.platform()}
+
+
 def main() -> int:
     argv = sys.argv[1:]
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -94,8 +108,12 @@ def main() -> int:
     ap.add_argument("--refresh", type=float, default=1.0)
     ap.add_argument("--fixture", default="h200-defaults")
     ap.add_argument("--live", action="store_true", help="launch a training (KEY=VALUE) instead of a replay")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / f"monitor-cpu-{dt.date.today()}.json"),
+                    help="the results JSON (default bench/results/monitor-cpu-DATE.json; - prints only)")
     ap.add_argument("train_args", nargs="*", metavar="KEY=VALUE")
     a = ap.parse_args(argv)
+    started = dt.datetime.now().astimezone()
+    load_start = [round(x, 2) for x in os.getloadavg()]
     stop = threading.Event()
     tmp = Path(tempfile.mkdtemp(prefix="yd-monitor-cpu-"))
     run = tmp / "run"
@@ -132,7 +150,16 @@ def main() -> int:
               "seconds": round(w1 - w0, 2), "cpu_s": round(c1 - c0, 3),
               "cpu_pct_of_one_core": round(100.0 * (c1 - c0) / (w1 - w0), 2), "startup_cpu_s": round(startup, 2),
               "goal_pct": 5.0, "monitor_exit_code": proc.returncode}
+    result = {"benchmark": "monitor-cpu", "date": started.date().isoformat(), "started": started.isoformat(),
+              "machine": describe_machine(), "command": " ".join(["bench/monitor_cpu.py", *argv]),
+              "load_average_at_start": load_start, "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+              **result}
     print(json.dumps(result, indent=2))
+    if a.out != "-":
+        out = Path(a.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"written: {out}", file=sys.stderr)
     return 0 if result["cpu_pct_of_one_core"] < 5.0 else 1
 
 
