@@ -233,7 +233,7 @@ def make_dataset(ctx: Ctx, out_dir: Path, images: int, val_images: int | None, s
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def demo(ctx: Ctx, work_dir: Path, as_json: bool) -> None:
-    """The whole product on a planted bottleneck: check, profile, diagnose, fix --verify (a minute or two on 2 cores)."""
+    """The whole product on a planted bottleneck: check, profile, diagnose, fix --verify (a minute or two, 2 cores)."""
     no_command(ctx, "demo")
     from yolodoctor.commands.demo import run
 

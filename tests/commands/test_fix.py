@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 
 from yolodoctor.commands import fix
+from yolodoctor.fixing import fix as fixfix
 from yolodoctor.fixing.candidates import candidates
 from yolodoctor.fixing.judge import judge
 from yolodoctor.fixing.planner import Change, Plan
@@ -67,9 +68,9 @@ def test_verify_keeps_the_trials_output_off_the_terminal_unless_debug(monkeypatc
     from types import SimpleNamespace
 
     prof = SimpleNamespace(settings={"epochs": 20, "images_per_epoch": 64})
-    out = fix.verify_plan({}, plan, prof, tmp_path / "run", cands, reps=2, max_reps=2, log=lambda m: None,
+    out = fixfix.verify_plan({}, plan, prof, tmp_path / "run", cands, reps=2, max_reps=2, log=lambda m: None,
                           steps=60)
     assert out is t and seen["echo"] is None and not seen["debug"] and seen["progress"] and seen["steps"] == 60
-    fix.verify_plan({}, plan, prof, tmp_path / "run", cands, reps=2, max_reps=2, log=lambda m: None, debug=True)
+    fixfix.verify_plan({}, plan, prof, tmp_path / "run", cands, reps=2, max_reps=2, log=lambda m: None, debug=True)
     assert seen["echo"] is not None and seen["debug"]
     assert current().progress is None  # only inside

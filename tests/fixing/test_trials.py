@@ -206,7 +206,7 @@ def test_the_safe_fallback_is_kept_when_the_unsafe_change_fails_its_loss_parity(
 def test_the_host_probe_times_each_trial_and_its_drift_is_reported():
     from rich.console import Console
 
-    from yolodoctor.commands.fix import _print_trials
+    from yolodoctor.commands.fix import print_trials as _print_trials
 
     cands = candidates(plan_of(("batch", 64)))
     rs = runs("baseline", [100, 104]) + runs("batch=64", [200, 204])
@@ -485,7 +485,7 @@ def test_the_h200_unsafe_trials_on_one_machine_keep_batch_and_workers_and_leave_
     assert v[part].to_decide == v["batch=64+workers=14+compile=reduce-overhead"].to_decide == 13
     from rich.console import Console
 
-    from yolodoctor.commands.fix import _print_trials
+    from yolodoctor.commands.fix import print_trials as _print_trials
 
     con = Console(record=True, width=300)
     _print_trials(con, t)

@@ -100,13 +100,12 @@ def run(work_dir: Path, *, as_json: bool, debug: bool = False) -> int:
     from yolodoctor import trainargs
     from yolodoctor.check.run import run_check
     from yolodoctor.commands.check import SUMMARY as CHECK_SUMMARY
-    from yolodoctor.commands.fix import _print_plan, print_trials, speedups, verify_plan
+    from yolodoctor.commands.fix import print_plan, print_trials
     from yolodoctor.commands.profile import summary_rows
     from yolodoctor.console import echo_to, status, stderr_console, stdout_console, training_status
     from yolodoctor.diagnosis.diagnose import diagnose
     from yolodoctor.fixing.apply import fresh_dir
-    from yolodoctor.fixing.candidates import candidates
-    from yolodoctor.fixing.planner import plan as make_plan
+    from yolodoctor.fixing.fix import FixOptions, fix, speedups
     from yolodoctor.presentation.verdict import verdict
     from yolodoctor.profiling.runner import run_profile
     from yolodoctor.profiling.watch import watching
@@ -145,16 +144,22 @@ def run(work_dir: Path, *, as_json: bool, debug: bool = False) -> int:
         report.render_facts(out, values, rows, notes)
         report.render_findings(out, diag.reported, "Diagnosis (most time saved first)", group=False)
 
-    p = make_plan(diag.findings, diag.facts, diag.profile.settings, diag.profile.args)
-    cands = demo_candidates(candidates(p), diag.findings) if p.changes and prof.status == "complete" else []
-    trials = None
     if show:
         out.rule(f"[bold]yolodoctor demo: fix --verify ({run_dir})")
-        _print_plan(out, run_dir, p)
-    if cands:
-        log(f"verifying {cands[1].name}: {REPS} trials of it and of the baseline, interleaved, {STEPS} steps each")
-        trials = verify_plan(dict(prof.args), p, prof, run_dir, cands, reps=REPS, max_reps=REPS, log=log, err=err,
-                             debug=debug, steps=STEPS)
+
+    def choose(cands: list[Candidate], findings: list[Finding]) -> list[Candidate]:
+        chosen = demo_candidates(cands, findings)
+        if chosen:
+            log(f"verifying {chosen[1].name}: {REPS} trials of it and of the baseline, interleaved, {STEPS} steps "
+                "each")
+        return chosen
+
+    # the demo trials its top finding's change alone, as many steps as it profiled, whatever the budget
+    r = fix(run_dir, FixOptions(verify=prof.status == "complete", reps=REPS, max_reps=REPS, debug=debug,
+                                steps=STEPS, design=False, choose=choose), log=log, err=err,
+            on_plan=(lambda p: print_plan(out, run_dir, p)) if show else None)
+    p, trials, cands = r.plan, r.trials, r.cands
+    if trials is not None:
         if show:
             print_trials(out, trials, cands, (prof.settings or {}).get("images_per_epoch"))
             kept = ", ".join(f"{c.key}={c.after!r}" for c in trials.kept)

@@ -8,126 +8,36 @@ profiled into a new run directory, and rolls back to the original arguments if t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yolodoctor.errors import InputError, UsageError
+from yolodoctor.fixing.fix import speedups
 from yolodoctor.presentation import report
-from yolodoctor.record.rundir import DEFAULT_BASE
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from yolodoctor.fixing.budget import Estimate
     from yolodoctor.fixing.candidates import Candidate
-    from yolodoctor.fixing.planner import Change, Plan
+    from yolodoctor.fixing.planner import Plan
     from yolodoctor.fixing.records import TrialReport
-    from yolodoctor.profiling.watch import RunProgress
-
-
-def latest_run(base: Path = DEFAULT_BASE) -> Path:
-    runs = [p.parent for p in base.glob("*/profile.json")] if base.is_dir() else []
-    runs = [r for r in runs if not r.name.startswith(("fix-", "trials"))] or runs
-    if not runs:
-        raise InputError(f"no run directory under {base}; give RUN_DIR or run `yolodoctor profile` first")
-    return max(runs, key=lambda p: (p / "profile.json").stat().st_mtime)
-
-
-def user_candidates(words: list[str], settings: dict[str, Any]) -> list[Change]:
-    """--try KEY=VALUE: the user's own candidates, verified like the planner's (safe only if on the allow-list)."""
-    from yolodoctor import trainargs
-    from yolodoctor.fixing.planner import ALLOWED, Change, mark_training_change
-
-    out = []
-    for k, v in trainargs.parse_kv(words).items():
-        if k not in ALLOWED["args"]:
-            raise UsageError(f"--try {k}=...: yolodoctor only tries {', '.join(sorted(ALLOWED['args']))}")
-        out.append(mark_training_change(Change("args", k, settings.get(k), v, "--try (yours)"), settings.get("nbs")))
-    return out
 
 
 def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs: list[str | Path] | None = None,
         verify: bool = False,
         apply: bool = False, tries: list[str] | None = None, reps: int = 2, max_reps: int | None = None,
         yes: bool = False, budget: float | None = None, debug: bool = False, probe_applied: bool = False) -> int:
-    from yolodoctor.console import echo_to, stderr_console, stdout_console, training_status
-    from yolodoctor.diagnosis.diagnose import diagnose
-    from yolodoctor.fixing.apply import relaunch
-    from yolodoctor.fixing.planner import cuda_graphs_refusal
-    from yolodoctor.fixing.planner import plan as make_plan
-    from yolodoctor.profiling.watch import watching
-    from yolodoctor.record.profile import host_id
+    from yolodoctor.console import stderr_console, stdout_console
+    from yolodoctor.fixing.fix import FixOptions, fix
 
     err = stderr_console()
-    run_dir = run_dir or latest_run()
-    d = diagnose(run_dir, rule_dirs)
-    p = make_plan(d.findings, d.facts, d.profile.settings, d.profile.args, allow_unsafe=allow_unsafe)
-    if tries:
-        extra = user_candidates(tries, d.profile.settings)
-        unsafe = [f"{c.key}={c.after}" for c in extra if c.changes_training]
-        if unsafe and not allow_unsafe:
-            raise UsageError(f"--try {', '.join(unsafe)} changes what is optimised (effective batch or precision): "
-                             "add --allow-unsafe (a loss-parity trial then checks it)")
-        p.changes += [c for c in extra if c.key not in {x.key for x in p.changes}]
-        why = cuda_graphs_refusal(p, d.facts, d.profile.settings)
-        if why:
-            nbs = d.facts.get("settings.nbs") or 64
-            raise UsageError(f"--try compile=reduce-overhead: {why}; try it with batch={nbs:.0f}")
-    if (verify or apply) and d.profile.mode not in ("args", "script"):
-        raise UsageError(f"--verify/--apply replay a training; {run_dir} was recorded with yolodoctor.attach() "
-                         "(a notebook): profile it with KEY=VALUE arguments or `-- python train.py` first")
-    command = list(d.profile.command or []) if d.profile.mode == "script" else None
-    if (verify or apply) and d.profile.host != host_id() and not yes:
-        raise UsageError(f"{run_dir} was recorded on {d.profile.host or 'another machine'}; replaying its training "
-                         "here needs --yes")
     log = (lambda m: err.print(f"[dim]{m}[/]")) if not as_json else (lambda m: err.print(m))
-    replay = dict(d.profile.args)
-    if (verify or apply) and d.profile.host != host_id():
-        # output folders of the machine that recorded the run are not replayed here (--yes consents to the training,
-        # not to writing where a foreign profile says): Ultralytics writes under its default runs/ folder instead
-        gone = [k for k in ("project", "name") if replay.pop(k, None) is not None]
-        if gone:
-            log(f"not replayed from {d.profile.host}: {', '.join(gone)} (Ultralytics' default output folder instead)")
-    trials = None
-    chosen = list(p.changes)
-    if apply and not verify and any(c.changes_training for c in chosen):
-        raise UsageError("the plan changes what is optimised (" + ", ".join(f"{c.key}={c.after}" for c in chosen
-                         if c.changes_training) + "): --apply it with --verify, so that a loss-parity trial checks it")
-    cands = None
-    estimate: Estimate | None = None
-    if verify and p.changes:
-        from yolodoctor.fixing.candidates import candidates
-
-        cands, top, est = _design(candidates(p), reps, max(max_reps or reps, reps), d.profile, p, budget, log,
-                                  run_dir)
-        estimate = est
-        if est.fits:
-            trials = verify_plan(replay, p, d.profile, run_dir, cands, reps=reps, max_reps=top, log=log,
-                                 command=command, err=err, debug=debug)
-            trials.estimate = est
-            chosen = trials.kept
-        else:  # unverified: only what trains the same model on the same schedule is applied without a trial
-            from yolodoctor.fixing.judge import reschedules
-
-            chosen = [c for c in p.changes if not c.changes_training and not reschedules(c)]
-            if apply and len(chosen) < len(p.changes):
-                log("not applied unverified (they change training or its schedule; a trial checks their loss): "
-                    + ", ".join(f"{c.key}={c.after}" for c in p.changes if all(c is not x for x in chosen)))
-    applied = None
-    if apply and chosen:
-        # a script's own output is shown, as `profile` shows it; Ultralytics' (quiet) log only under --debug
-        with training_status(err, "applying: the whole training") as show, \
-                watching(progress=show, echo=echo_to(err) if command or debug else None, debug=debug):
-            applied = relaunch(replay, chosen, run_dir, log, command, probes=probe_applied)
-        applied["verified"] = trials is not None
+    r = fix(run_dir, FixOptions(verify=verify, apply=apply, allow_unsafe=allow_unsafe, tries=list(tries or []),
+                                reps=reps, max_reps=max_reps, yes=yes, budget=budget, debug=debug,
+                                probe_applied=probe_applied, rule_dirs=rule_dirs), log=log, err=err)
+    d, p, trials, cands, applied, run_dir = r.diagnosis, r.plan, r.trials, r.cands, r.applied, r.run_dir
+    estimate = r.estimate
+    if applied is not None and applied.get("relaunched", True):
         applied["speedups"] = _applied_speedups(run_dir, applied)
-    elif apply:  # nothing to change: relaunching the same training would only repeat it
-        why = ("fix --verify kept no change: the original arguments stand" if verify and p.changes else
-               "the plan holds no change: the original arguments stand")
-        log(f"not relaunched: {why}")
-        applied = {"relaunched": False, "status": "not-relaunched", "why": why, "run_dir": None,
-                   "rolled_back": False, "attempts": [], "changes": []}
     if as_json:
         report.dump_json(report.envelope("fix", d.findings, d.facts, run_dir=str(run_dir), plan=p.to_dict(),
                                          trials=trials.to_dict() if trials else [], applied=applied,
@@ -147,7 +57,7 @@ def _print_report(out: Console, run_dir: Path, p: Plan, trials: TrialReport | No
 
     from rich.markup import escape
 
-    _print_plan(out, run_dir, p)
+    print_plan(out, run_dir, p)
     if trials:
         print_trials(out, trials, cands, images_per_epoch)
     if p.changes and planned_only:
@@ -185,113 +95,7 @@ def _applied_speedups(run_dir: Path, applied: dict[str, Any]) -> dict[str, dict[
         return None
 
 
-def verify_plan(replay: dict[str, Any], plan: Plan, profile: Any, run_dir: Path, cands: list[Candidate], *,
-                reps: int, max_reps: int, log: Callable[[str], None], command: list[str] | None = None,
-                err: Console | None = None, debug: bool = False, steps: int | str = "auto") -> TrialReport:
-    """`fix --verify`'s trials of ``cands`` (fixing/trials.py), each a bounded profile of the training recorded in
-    ``run_dir``, with a spinner on ``err`` saying which trial runs and how far it is. The trials' own output (
-    Ultralytics' progress bars, a script's prints) stays in each trial's output.log (shown under --debug)."""
-    from yolodoctor.console import echo_to, status, stderr_console
-    from yolodoctor.fixing.apply import fresh_dir, planned_images, seed_of
-    from yolodoctor.fixing.trials import run_trials
-    from yolodoctor.profiling.watch import watching
-
-    err = err or stderr_console()
-    st = profile.settings or {}
-    total = len(cands) * reps
-    seen: list[str] = []
-    with status(err, "verifying: starting the first trial") as update:
-        def progress(p: RunProgress) -> None:
-            if str(p.run_dir) not in seen:
-                seen.append(str(p.run_dir))
-            of = f"{len(seen)}/{total}" if len(seen) <= total else f"{len(seen)}, a repeat to decide"
-            update(f"verifying, trial {of} ({p.run_dir.name}): {p.describe()}")
-
-        with watching(progress=progress, echo=echo_to(err) if debug else None, debug=debug):
-            return run_trials(dict(replay), plan, out_dir=fresh_dir(run_dir.parent / f"trials-{run_dir.name}"),
-                              reps=reps, max_reps=max_reps, log=log, command=command, steps=steps,
-                              planned_images=planned_images(st), seed=seed_of(st, replay), cands=cands)
-
-
-def speedups(t: TrialReport, cands: list[Candidate] | None) -> dict[str, dict[str, Any]]:
-    """Each candidate's speed over what it is measured against (its reference, else the baseline): the ratio of the
-    median images/s, and its 95% interval where the trials measured their noise: the same t-test as the verdict's
-    threshold (fixing/judge.Noise: each side at the pooled deviation, or its own where that is larger), taken on the
-    log of the ratio. The interval is one look: the verdict's pairs rule and 3% floor stay stricter."""
-    import math
-    import statistics
-
-    from yolodoctor.fixing.parity import t975
-
-    ok: dict[str, list[float]] = {}
-    for r in t.runs:
-        if r.status == "complete" and r.images_per_s:
-            ok.setdefault(r.candidate, []).append(r.images_per_s)
-    against = {c.name: c.against for c in cands or []}
-    noise = t.noise
-    out: dict[str, dict[str, Any]] = {}
-    for v in t.verdicts[1:]:
-        ref = against.get(v.candidate, "baseline")
-        a, b = ok.get(v.candidate, []), ok.get(ref, [])
-        if not a or not b:
-            continue
-        factor = statistics.median(a) / statistics.median(b)
-        lo = hi = None
-        if noise is not None and noise.deviation and noise.df >= 1:
-            def dev(g: list[float]) -> float:
-                own = statistics.stdev(g) / statistics.fmean(g) if len(g) >= 2 else 0.0
-                return max(noise.deviation, own)
-
-            half = t975(noise.df) * math.sqrt(sum(dev(g) ** 2 / len(g) for g in (a, b)))
-            lo, hi = factor * math.exp(-half), factor * math.exp(half)
-        out[v.candidate] = {"over": ref, "factor": factor, "low": lo, "high": hi}
-    return out
-
-
-def _design(cands: list[Candidate], reps: int, max_reps: int, profile: Any, plan: Plan, budget: float | None,
-            log: Callable[[str], None], run_dir: Path) -> tuple[list[Candidate], int, Estimate]:
-    """The trials to run within the budget (--budget, else what the planned training can pay back:
-    fixing/budget.default_budget); says what verify will cost against what it can save, and what it left out. An
-    estimate that does not ``fits`` means verify does not run."""
-    import math
-    import shlex
-
-    from yolodoctor.fixing.budget import default_budget, fit
-
-    st = profile.settings or {}
-    saving = plan.run_saving()["planned_run_upper_bound"]
-    epochs = st.get("epochs") or plan.epochs
-    target, cap = (budget, budget) if budget is not None else default_budget(saving, epochs, plan.epoch_s)
-    limit = target
-    loader_s = (profile.loader_capacity or {}).get("seconds") or 0.0
-    full = fit(cands, reps, max_reps, profile.summary or {}, st, saving, None,
-               loader_s if isinstance(loader_s, (int, float)) else 0.0)[2]
-    cands, max_reps, est = fit(cands, reps, max_reps, profile.summary or {}, st, saving, limit,
-                               loader_s if isinstance(loader_s, (int, float)) else 0.0)
-    if not est.fits and cap is not None and cap != limit and est.verify_s <= cap:
-        est.budget_s = limit = cap  # over the aim, within what the training can pay back: it runs
-    over = f" over the planned {epochs:g} epochs" if isinstance(epochs, (int, float)) else ""
-    can = f"the plan can save at most {saving:.0f} s{over}" if saving is not None else "what the plan saves is unknown"
-    if budget is not None:
-        said = f"; budget {budget:.0f} s (--budget)"
-    elif target is not None and cap is not None and target != cap:
-        said = (f"; budget {target:.0f} s (a quarter of the saving for a long training), at most {cap:.0f} s (what "
-                "the training can pay back)")
-    else:
-        said = f"; budget {cap:.0f} s (what the training can pay back)" if cap is not None else ""
-    log(f"verify: about {full.verify_s:.0f} s for {full.trials} trials; {can}{said}")
-    if not est.fits:
-        log(f"verify skipped: even its smallest design ({est.trials} trials, about {est.verify_s:.0f} s) costs more "
-            f"than the budget of {limit:.0f} s; `yolodoctor fix {shlex.quote(str(run_dir))} --verify --budget "
-            f"{math.ceil(est.verify_s)}` runs it anyway")
-    elif est.skipped:
-        log(f"within the budget: {est.trials} trials, about {est.verify_s:.0f} s; left out: " + "; ".join(est.skipped)
-            + f"; `yolodoctor fix {shlex.quote(str(run_dir))} --verify --budget {math.ceil(full.verify_s)}` runs "
-              "them all")
-    return cands, max_reps, est
-
-
-def _print_plan(out: Console, run_dir: Path, p: Plan) -> None:
+def print_plan(out: Console, run_dir: Path, p: Plan) -> None:
     out.rule(f"[bold]yolodoctor fix: plan for {run_dir}")
     if not p.changes:
         out.print("[green]No change to propose.[/]")
@@ -369,5 +173,3 @@ def print_trials(out: Console, t: TrialReport, cands: list[Candidate] | None = N
                   "machine's, not the change's. The interleaved order spreads it over every candidate; more --reps "
                   "(or --max-reps) narrow it.[/]")
 
-
-_print_trials = print_trials  # the name the trial tests know
