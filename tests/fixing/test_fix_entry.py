@@ -37,7 +37,7 @@ def test_the_plan_alone_is_shown_before_anything_runs():
     shown = []
     r = fix(RUN, FixOptions(), log=lambda m: None, err=Console(quiet=True), on_plan=shown.append)
     assert shown == [r.plan] and r.trials is None and r.applied is None and r.estimate is None
-    assert [f"{c.key}={c.after}" for c in r.plan.changes][0] == "workers=5"  # DL201's change first
+    assert next(f"{c.key}={c.after}" for c in r.plan.changes) == "workers=5"  # DL201's change first
 
 
 def test_a_replay_of_another_machines_run_needs_consent_and_unsafe_tries_need_allow_unsafe():

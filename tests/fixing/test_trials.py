@@ -12,7 +12,7 @@ import pytest
 from yolodoctor.fixing.candidates import candidates, mismatches
 from yolodoctor.fixing.judge import judge, undecided
 from yolodoctor.fixing.planner import Change, Plan
-from yolodoctor.fixing.records import TrialReport, TrialRun, Verdict
+from yolodoctor.fixing.records import CandidateVerdict, TrialReport, TrialRun
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -835,8 +835,8 @@ def test_apply_with_nothing_kept_does_not_relaunch_the_same_training(tmp_path, m
 
     def fake(base_args, plan, **kw):  # every candidate measured, none kept
         seen.update(kw)
-        v = [Verdict("baseline", 100.0, 2, 0.0, False, "spread of repeats 1.0%"),
-             Verdict("workers=15", 101.0, 2, 0.01, False, "+1.0% is within the noise threshold 3.0%")]
+        v = [CandidateVerdict("baseline", 100.0, 2, 0.0, False, "spread of repeats 1.0%"),
+             CandidateVerdict("workers=15", 101.0, 2, 0.01, False, "+1.0% is within the noise threshold 3.0%")]
         return TrialReport([], v, None, [])
     relaunched = []
     monkeypatch.setattr(trials, "run_trials", fake)

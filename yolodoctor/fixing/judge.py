@@ -17,7 +17,7 @@ from typing import Any
 from yolodoctor.fixing.candidates import Candidate, same_changes
 from yolodoctor.fixing.parity import BROKEN, SAFE_FLOOR, parity, t975
 from yolodoctor.fixing.planner import Change
-from yolodoctor.fixing.records import TrialRun, Verdict
+from yolodoctor.fixing.records import CandidateVerdict, TrialRun
 
 MIN_GAIN = 0.03
 PAIRS_WON = 0.8
@@ -263,19 +263,20 @@ def _outcome(m: _Measured, t: _Trials) -> _Outcome:
     return _held_back(m, t) or _kept(m, t)
 
 
-def _verdict(c: Candidate, t: _Trials) -> Verdict:
+def _verdict(c: Candidate, t: _Trials) -> CandidateVerdict:
     m = _measure(c, t)
     out = _outcome(m, t)
     why, par = out.why, m.par
     if par is not None and not m.alters and par.get("moved") and not out.rejected:
         why += f"; its loss moved {par['rel']:+.1%} (band {par['band']:.1%}), as expected: {moved_cause(c)}"
-    return Verdict(c.name, m.med, len(m.rs), m.gain, out.keep, why, par, inconclusive=out.held, versus=out.versus,
-                   rejected=out.rejected,
-                   to_decide=_to_decide(t.noise, out.held, m.ok, t.base if out.versus == "baseline" else m.ref_vals),
-                   planned_s=m.cost[0] if m.cost else None, saved_s=m.cost[1] if m.cost else None)
+    return CandidateVerdict(c.name, m.med, len(m.rs), m.gain, out.keep, why, par, inconclusive=out.held,
+                            versus=out.versus, rejected=out.rejected,
+                            to_decide=_to_decide(t.noise, out.held, m.ok,
+                                                 t.base if out.versus == "baseline" else m.ref_vals),
+                            planned_s=m.cost[0] if m.cost else None, saved_s=m.cost[1] if m.cost else None)
 
 
-def _merge_kept(cands: list[Candidate], verdicts: list[Verdict]) -> list[Change]:
+def _merge_kept(cands: list[Candidate], verdicts: list[CandidateVerdict]) -> list[Change]:
     """The kept changes: kept candidates merged fastest first, each whole or not at all - one that sets a key to
     another value than a faster one did is left out with everything it brings (a change comes with the requirements
     it ran with: no batch=32 under a compile that was measured at batch 128); not the whole sets here (the plan and
@@ -294,7 +295,7 @@ def _merge_kept(cands: list[Candidate], verdicts: list[Verdict]) -> list[Change]
 
 
 def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | None = None
-          ) -> tuple[list[Verdict], float | None, list[Change], Noise]:
+          ) -> tuple[list[CandidateVerdict], float | None, list[Change], Noise]:
     """The verdicts, the baseline's spread, the kept changes and the noise. ``planned_images``: the images the user's
     training will process (epochs x images per epoch); with it, a change faster in steady state is kept only where
     its one-off cost (filling a cache, compiling: TrialRun.one_off_s) leaves time saved over that training."""
@@ -309,8 +310,8 @@ def judge(runs: list[TrialRun], cands: list[Candidate], planned_images: float | 
     for c in cands:
         if c.name == "baseline":
             med = statistics.median(base) if base else None
-            verdicts.append(Verdict(c.name, med, len(by[c.name]), 0.0 if med else None, False,
-                                    f"spread of repeats {spread:.1%}" if spread is not None else "one repeat"))
+            verdicts.append(CandidateVerdict(c.name, med, len(by[c.name]), 0.0 if med else None, False,
+                                             f"spread of repeats {spread:.1%}" if spread is not None else "one repeat"))
         else:
             verdicts.append(_verdict(c, t))
     kept = _merge_kept(cands, verdicts)
@@ -346,8 +347,8 @@ def _trialled_combination(cands: list[Candidate], kept: list[Change]) -> Candida
     return next((c for c in cands if c.name.startswith(f"{COMBINATION}:") and same_changes(c.changes, kept)), None)
 
 
-def _combination(by: dict[str, list[TrialRun]], cands: list[Candidate], verdicts: list[Verdict], combo: Candidate,
-                 noise: Noise) -> list[Change]:
+def _combination(by: dict[str, list[TrialRun]], cands: list[Candidate], verdicts: list[CandidateVerdict],
+                 combo: Candidate, noise: Noise) -> list[Change]:
     """What is applied once the kept changes were trialled together: all of them where together they beat the fastest
     kept candidate beyond the noise (and the baseline: the combination's own verdict), else that candidate's changes
     alone. The combination's verdict says which, and why."""
@@ -478,7 +479,7 @@ def _need(ok: list[float], ref: list[float]) -> float:
     return 1.0 if len(ok) <= 2 and len(ref) <= 2 else PAIRS_WON
 
 
-def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], verdicts: list[Verdict],
+def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], verdicts: list[CandidateVerdict],
                        kept: list[Change], noise: Noise) -> Candidate | None:
     """The fastest kept candidate that holds every kept change and more and beats the candidate holding exactly the
     kept ones (the baseline where none was kept) beyond the noise and in the pairs; one that is faster only within
@@ -525,7 +526,7 @@ def _measured_together(by: dict[str, list[TrialRun]], cands: list[Candidate], ve
     return best
 
 
-def undecided(verdicts: list[Verdict], cands: list[Candidate]) -> list[Candidate]:
+def undecided(verdicts: list[CandidateVerdict], cands: list[Candidate]) -> list[Candidate]:
     """The candidates to run once more: each one held back by noise alone, with what it is undecided against (its
     reference, the baseline only where that is it; for the whole plan, the kept changes' candidate)."""
     undecided_ = [v for v in verdicts if v.inconclusive]

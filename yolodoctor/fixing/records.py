@@ -35,7 +35,7 @@ class TrialRun:
 
 
 @dataclass
-class Verdict:
+class CandidateVerdict:
     candidate: str
     median: float | None
     runs: int
@@ -54,7 +54,7 @@ class Verdict:
 @dataclass
 class TrialReport:
     runs: list[TrialRun]
-    verdicts: list[Verdict]
+    verdicts: list[CandidateVerdict]
     baseline_spread: float | None
     kept: list[Change]
     noise: Any = None  # fixing/judge.Noise: the machine's run-to-run noise in these trials
