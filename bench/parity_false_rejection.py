@@ -81,8 +81,8 @@ def rates(curves: list[list[tuple[int, float]]], draws: int = DRAWS) -> dict[str
                 if p is None:
                     continue
                 compared += 1
-                rejected += (p["rel"] > BROKEN * p["band"]) if key == "broken" else not p["within"]
-                bands.append(p["band"])
+                rejected += (p.rel > BROKEN * p.band) if key == "broken" else not p.within
+                bands.append(p.band)
             res[label] = {"compared": compared, "rejected": rejected,
                           "rate": rejected / compared if compared else None,
                           "interval": wilson(rejected, compared),

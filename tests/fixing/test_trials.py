@@ -393,13 +393,13 @@ def test_the_h200_unsafe_trials_hold_changes_to_training_to_unchanged_training_a
     # ramp over the warm-up, BatchNorm's batch): none is unchanged training, so the changes to training are held to the
     # baseline's own 1920 images, as fix did then. The same decisions: batch 128, its workers and the plan rejected
     for name, rel in (("batch=128", 0.195), ("batch=128+workers=14", 0.215), ("plan", 0.024)):
-        assert v[name].rejected and not v[name].parity["within"] and v[name].parity["images"] == 1920
-        assert v[name].parity["rel"] == pytest.approx(rel, abs=0.001) and v[name].parity["opt_steps"] == [30, 15]
+        assert v[name].rejected and not v[name].parity.within and v[name].parity.images == 1920
+        assert v[name].parity.rel == pytest.approx(rel, abs=0.001) and v[name].parity.opt_steps == [30, 15]
     assert v["plan"].gain == pytest.approx(3.397, abs=0.001)  # 4.4x the baseline, rejected on its loss alone
     # bf16 at batch 64: -11.5% over the same 30 optimizer steps, one curve of unchanged training: held back by its speed
     # (+8.9%, inside the noise) before its loss is judged
     bf = v["batch=64+workers=14+amp=bf16"]
-    assert not bf.rejected and bf.parity["rel"] == pytest.approx(-0.115, abs=0.001)
+    assert not bf.rejected and bf.parity.rel == pytest.approx(-0.115, abs=0.001)
     assert "+8.9% is within the noise threshold" in bf.why
     # batch 64 itself: its loss against the baseline's within the 5% floor of a change that reschedules training
     assert v["batch=64"].kept and "loss -1.2% against unchanged training's after 1920 images" in v["batch=64"].why
@@ -459,7 +459,7 @@ def test_the_h200_unsafe_trials_on_one_machine_keep_batch_and_workers_and_leave_
     # bf16 at batch 64: every safe trial ran batch 64 (another schedule), so unchanged training is the baseline alone,
     # one distinct curve; bf16 is held back by its speed (-5.8%) before its loss could be judged
     bf = v["batch=64+workers=14+amp=bf16"]
-    assert not bf.rejected and bf.parity["runs"] == [1, 1] and bf.parity["rel"] == pytest.approx(-0.115, abs=0.001)
+    assert not bf.rejected and bf.parity.runs == [1, 1] and bf.parity.rel == pytest.approx(-0.115, abs=0.001)
     assert "-5.8% is within the noise threshold" in bf.why
     assert v[part].inconclusive and v[part].versus == "batch=64+workers=14"
     assert "+10.5% over what was kept (batch=64+workers=14), within the noise threshold 25.8%" in v[part].why
@@ -524,7 +524,7 @@ def test_loss_parity_reads_only_the_runs_that_ran_what_was_asked():
     verdicts, _, _, _ = judge(rs, cands)
     v = {x.candidate: x for x in verdicts}
     assert v["amp=bf16"].why.startswith("what ran is not what was asked")
-    assert v["amp=bf16"].parity["within"] and abs(v["amp=bf16"].parity["rel"]) < 0.01
+    assert v["amp=bf16"].parity.within and abs(v["amp=bf16"].parity.rel) < 0.01
     assert "amp=bf16" not in loss_settled(rs, cands)
 
 
@@ -553,7 +553,7 @@ def test_the_plans_safe_part_is_applied_whole_when_an_unsafe_change_fails_its_lo
                 for n, vals in t.items() for i, v in enumerate(vals)]
     verdicts, _, kept, _ = judge(runs(table), cands)
     v = {x.candidate: x for x in verdicts}
-    assert v["plan"].rejected and not v["plan"].parity["within"]
+    assert v["plan"].rejected and not v["plan"].parity.within
     assert {c.key: c.after for c in kept} == {"batch": 64, "workers": 14, "compile": "reduce-overhead",
                                               "deterministic": False}
     assert "applied whole: +13.6% over batch=64+workers=14+compile=reduce-overhead" in v[part].why
@@ -605,10 +605,10 @@ def test_the_h200_safe_trials_under_todays_rules_apply_the_whole_plan_measured_t
         "batch": 64, "workers": 14, "compile": "reduce-overhead", "deterministic": False}
     assert undecided(verdicts, cands) == []  # the whole plan settles what it holds
     # every candidate holds batch 64, so each is held to unchanged training, the baseline: all within 2.5%
-    rel = {n: round(x.parity["rel"], 3) for n, x in v.items() if x.parity}
+    rel = {n: round(x.parity.rel, 3) for n, x in v.items() if x.parity}
     assert rel == {"batch=64": -0.012, "batch=64+workers=14+compile=reduce-overhead": -0.016,
                    "batch=64+workers=14+deterministic=False": -0.017, "batch=64+workers=14": -0.017, "plan": -0.025}
-    assert all(x.parity["within"] for x in verdicts[1:])
+    assert all(x.parity.within for x in verdicts[1:])
 
 
 def test_the_whole_plan_is_applied_when_no_change_is_kept_alone_but_together_they_beat_the_baseline():

@@ -233,9 +233,11 @@ def speedups(t: TrialReport, cands: list[Candidate] | None) -> dict[str, dict[st
         factor = statistics.median(a) / statistics.median(b)
         lo = hi = None
         if noise is not None and noise.deviation and noise.df >= 1:
-            def dev(g: list[float]) -> float:
+            pooled = noise.deviation
+
+            def dev(g: list[float], pooled: float = pooled) -> float:
                 own = statistics.stdev(g) / statistics.fmean(g) if len(g) >= 2 else 0.0
-                return max(noise.deviation, own)
+                return max(pooled, own)
 
             half = t975(noise.df) * math.sqrt(sum(dev(g) ** 2 / len(g) for g in (a, b)))
             lo, hi = factor * math.exp(-half), factor * math.exp(half)

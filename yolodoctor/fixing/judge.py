@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
 
 from yolodoctor.fixing.candidates import Candidate, same_changes
-from yolodoctor.fixing.parity import BROKEN, SAFE_FLOOR, parity, t975
+from yolodoctor.fixing.parity import BROKEN, SAFE_FLOOR, LossParity, parity, t975
 from yolodoctor.fixing.planner import Change
 from yolodoctor.fixing.records import CandidateVerdict, TrialRun
 
@@ -82,7 +81,7 @@ class _Trials:
     base: list[float]  # the baseline's clean images/s
     base_med: float | None
     noise: Noise
-    safe_par: dict[str, dict[str, Any] | None]  # training-equivalent candidates' loss against unchanged training's
+    safe_par: dict[str, LossParity | None]  # training-equivalent candidates' loss against unchanged training's
     unchanged: list[list[tuple[int, float]]]  # the loss curves of unchanged training
     moved: set[str]  # training-equivalent candidates whose loss broke away
     planned_images: float | None
@@ -101,7 +100,7 @@ class _Measured:
     base_limit: float  # ... and over the baseline
     gain: float | None  # over its reference
     alters: bool  # an unsafe change: faster is not enough
-    par: dict[str, Any] | None  # its loss parity
+    par: LossParity | None  # its loss parity
     need: float  # the share of pairs of repeats it must win
     cost: tuple[float, float, float] | None  # _wall's estimate over the planned training
 
@@ -166,20 +165,20 @@ def _reference_trouble(c: Candidate, t: _Trials) -> str | None:
 def _loss_broke(m: _Measured) -> _Outcome | None:
     """Rejected where its loss fails: loss parity for a change to training, breakage for one meant to keep it."""
     par, alters = m.par, m.alters
-    if par is None or (par["within"] if alters else not par.get("broken")):
+    if par is None or (par.within if alters else not par.broken):
         return None
     c = m.c
     over = "" if c.against == "baseline" else f" over {c.against}"
     resched = [x for x in c.changes if reschedules(x)]
     what = ("it changes training and its loss is {:+.1%} against unchanged training's" if alters and not resched
-            else "its loss is {:+.1%} against unchanged training's").format(par["rel"])
+            else "its loss is {:+.1%} against unchanged training's").format(par.rel)
     if resched and all(reschedules(x) or not x.changes_training for x in c.changes):
         b = resched[0]
         what = (f"batch {b.after} trains on another schedule (BatchNorm over {b.after} images, not {b.before}; the "
                 "warm-up's ramp of accumulate gives another number of optimizer steps), and its loss is "
-                f"{par['rel']:+.1%} against unchanged training's")
-    band = f"band {par['band']:.1%}" if alters else f"{BROKEN:.0f} x the band {par['band']:.1%}"
-    why = f"{m.gain:+.1%}{over}, but {what} after {par['images']} images ({_steps(par)}; {band})"
+                f"{par.rel:+.1%} against unchanged training's")
+    band = f"band {par.band:.1%}" if alters else f"{BROKEN:.0f} x the band {par.band:.1%}"
+    why = f"{m.gain:+.1%}{over}, but {what} after {par.images} images ({_steps(par)}; {band})"
     if not alters:
         why += ": a change meant to keep training broke it"
     return _Outcome(why, rejected=True)
@@ -226,9 +225,9 @@ def _held_back(m: _Measured, t: _Trials) -> _Outcome | None:
     if m.alters and _unsafe(c) and par is None:
         return _Outcome(f"{gain:+.1%}, but {_alteration(c)} and its loss could not be compared with "
                         "unchanged training's (too few optimizer steps after the same images)", rejected=True)
-    if m.alters and _unsafe(c) and par is not None and par["band_from"] != "runs":
+    if m.alters and _unsafe(c) and par is not None and par.band_from != "runs":
         return _Outcome(f"{gain:+.1%}, but {_alteration(c)} and only one run of unchanged training "
-                        f"reaches its {par['images']} images: how much another seed moves the loss is not "
+                        f"reaches its {par.images} images: how much another seed moves the loss is not "
                         "measured (the curve's own scatter understates it), so its loss cannot be judged; "
                         "--reps 2 or more runs the baseline with another seed", rejected=True)
     if cost and cost[1] <= 0:
@@ -248,8 +247,8 @@ def _kept(m: _Measured, t: _Trials) -> _Outcome:
     if par is None and m.alters:
         why += "; its loss could not be compared (too few optimizer steps after the same images)"
     if par is not None and m.alters:
-        why += (f"; loss {par['rel']:+.1%} against unchanged training's after {par['images']} images "
-                f"({_steps(par)}), within {par['band']:.1%}")
+        why += (f"; loss {par.rel:+.1%} against unchanged training's after {par.images} images "
+                f"({_steps(par)}), within {par.band:.1%}")
     return _Outcome(why, keep=True)
 
 
@@ -267,8 +266,8 @@ def _verdict(c: Candidate, t: _Trials) -> CandidateVerdict:
     m = _measure(c, t)
     out = _outcome(m, t)
     why, par = out.why, m.par
-    if par is not None and not m.alters and par.get("moved") and not out.rejected:
-        why += f"; its loss moved {par['rel']:+.1%} (band {par['band']:.1%}), as expected: {moved_cause(c)}"
+    if par is not None and not m.alters and par.moved and not out.rejected:
+        why += f"; its loss moved {par.rel:+.1%} (band {par.band:.1%}), as expected: {moved_cause(c)}"
     return CandidateVerdict(c.name, m.med, len(m.rs), m.gain, out.keep, why, par, inconclusive=out.held,
                             versus=out.versus, rejected=out.rejected,
                             to_decide=_to_decide(t.noise, out.held, m.ok,
@@ -392,37 +391,37 @@ def _wall(by: dict[str, list[TrialRun]], c: Candidate, planned_images: float | N
     return mine[0], ref[0] - mine[0], mine[1]
 
 
-def _steps(par: dict[str, Any]) -> str:
+def _steps(par: LossParity) -> str:
     """The optimizer steps behind a loss comparison: a few steps from scratch are the start of training, not its
     rate."""
-    a, b = par.get("opt_steps") or (None, None)
+    a, b = par.opt_steps or (None, None)
     return f"{b} optimizer steps against {a}" if a is not None else "optimizer steps not counted"
 
 
 def _loss_references(by: dict[str, list[TrialRun]], cands: list[Candidate]
-                     ) -> tuple[dict[str, dict[str, Any] | None], list[list[tuple[int, float]]]]:
+                     ) -> tuple[dict[str, LossParity | None], list[list[tuple[int, float]]]]:
     """Each training-equivalent candidate's loss parity against the other unchanged-training runs (leave-one-out,
     SAFE_FLOOR under the band; ``broken`` where worse by more than BROKEN x the band, ``moved`` beyond the band), and
     the loss curves of unchanged training: the baseline's and those of the candidates not broken."""
     safe = [c for c in cands if not altering(c)]
     curves = {c.name: _curves(by[c.name]) for c in safe}
-    safe_par: dict[str, dict[str, Any] | None] = {}
+    safe_par: dict[str, LossParity | None] = {}
     for c in safe:
         if c.name == "baseline":
             continue
         others = [cv for o in safe if o.name != c.name for cv in curves[o.name]]
         p = parity(others, curves[c.name], floor=SAFE_FLOOR)
         if p is not None:
-            p["broken"] = p["rel"] > BROKEN * p["band"]
-            p["moved"] = abs(p["rel"]) > p["band"]
+            p.broken = p.rel > BROKEN * p.band
+            p.moved = abs(p.rel) > p.band
         safe_par[c.name] = p
     broken = _moved(safe_par)
     return safe_par, [curve for c in safe if c.name not in broken for curve in curves[c.name]]
 
 
-def _moved(safe_par: dict[str, dict[str, Any] | None]) -> set[str]:
+def _moved(safe_par: dict[str, LossParity | None]) -> set[str]:
     """The training-equivalent candidates whose loss broke away from unchanged training's."""
-    return {n for n, p in safe_par.items() if p is not None and p.get("broken")}
+    return {n for n, p in safe_par.items() if p is not None and p.broken}
 
 
 # why a training-equivalent change's loss curve moves, where it does (read in Ultralytics 8.4 and torch)
@@ -454,9 +453,8 @@ def loss_settled(runs: list[TrialRun], cands: list[Candidate]) -> dict[str, str]
     for c in cands:
         if altering(c) and (p := parity(unchanged, _curves(by[c.name]),
                                         **({} if _unsafe(c) else {"floor": SAFE_FLOOR}))) is not None \
-                and p["rel"] > CLEAR * p["band"]:
-            out[c.name] = (f"loss {p['rel']:+.1%} against unchanged training's after {p['images']} images, band "
-                           f"{p['band']:.1%}")
+                and p.rel > CLEAR * p.band:
+            out[c.name] = f"loss {p.rel:+.1%} against unchanged training's after {p.images} images, band {p.band:.1%}"
     return out
 
 

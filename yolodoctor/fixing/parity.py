@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 FLOOR = 0.02  # a relative loss difference under 2% is never called a regression, however small the noise
@@ -77,8 +78,26 @@ def mean_curve(curves: list[list[float]]) -> list[float]:
     return [statistics.fmean(c[i] for c in curves) for i in range(n)]
 
 
+@dataclass
+class LossParity:
+    """A candidate's loss against a reference's after the same images (parity())."""
+    images: int  # the images compared up to
+    points: list[int]  # loss points in the compared window: reference, candidate
+    runs: list[int]  # runs compared: reference, candidate
+    opt_steps: list[int]  # optimizer steps each side took in those images (the fewest of its runs)
+    a: float  # the reference's mean loss in the window
+    b: float  # the candidate's
+    rel: float  # (b - a) / a
+    band: float  # how far the loss may move by noise alone (module docstring)
+    band_from: str  # "runs" (the reference's runs' spread) or "curve" (one run's scatter)
+    reference_spread: float | None  # relative standard deviation of the reference runs' means (None with one)
+    within: bool  # not worse than the reference by more than the band
+    broken: bool = False  # judged against unchanged training: worse by more than BROKEN x the band
+    moved: bool = False  # judged against unchanged training: moved beyond the band either way
+
+
 def parity(base: list[list[tuple[int, float]]], cand: list[list[tuple[int, float]]],
-           floor: float = FLOOR) -> dict[str, Any] | None:
+           floor: float = FLOOR) -> LossParity | None:
     """The candidate's loss against the reference's after the same images (both: per-run opt_points); None when
     fewer than 3 optimizer steps of either side fall in the last fifth of the images compared. The comparison reaches
     as far as every candidate run and the longest reference run; reference runs that end sooner are left out.
@@ -110,9 +129,9 @@ def parity(base: list[list[tuple[int, float]]], cand: list[list[tuple[int, float
         band, source = 2 * se / ma if ma else 0.0, "curve"
     band = max(band, floor)
     steps = [min(sum(1 for x, _ in r if x <= n) for r in side) for side in (base, cand)]
-    return {"images": n, "points": [sum(map(len, wa)), sum(map(len, wb))], "runs": [len(ra), len(rb)],
-            "opt_steps": steps, "a": ma, "b": mb, "rel": rel, "band": band, "band_from": source,
-            "reference_spread": spread, "within": rel <= band}
+    return LossParity(images=n, points=[sum(map(len, wa)), sum(map(len, wb))], runs=[len(ra), len(rb)],
+                      opt_steps=steps, a=ma, b=mb, rel=rel, band=band, band_from=source, reference_spread=spread,
+                      within=rel <= band)
 
 
 # Student's t, 0.975 quantile, by degrees of freedom; between two listed ones the smaller df's (the stricter)

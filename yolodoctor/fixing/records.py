@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from yolodoctor.fixing.parity import LossParity
 from yolodoctor.fixing.planner import Change
 from yolodoctor.profiling import hostprobe
+
+if TYPE_CHECKING:
+    from yolodoctor.fixing.budget import Estimate
+    from yolodoctor.fixing.judge import Noise
 
 
 @dataclass
@@ -42,7 +47,7 @@ class CandidateVerdict:
     gain: float | None  # ratio to the baseline median, minus 1
     kept: bool
     why: str
-    parity: dict[str, Any] | None = None  # loss: unsafe against unchanged training, safe against the baseline
+    parity: LossParity | None = None  # loss: unsafe against unchanged training, safe against the baseline
     inconclusive: bool = False  # held back by noise alone: more repeats could decide it
     versus: str | None = None  # what it was undecided against, where that is not its reference
     rejected: bool = False  # its trials failed, ran something else, could not be timed or failed loss parity
@@ -57,9 +62,9 @@ class TrialReport:
     verdicts: list[CandidateVerdict]
     baseline_spread: float | None
     kept: list[Change]
-    noise: Any = None  # fixing/judge.Noise: the machine's run-to-run noise in these trials
+    noise: Noise | None = None  # the machine's run-to-run noise in these trials
     wall_s: float | None = None  # the trials' wall time, first start to last end
-    estimate: Any = None  # fixing/budget.Estimate: what verify was expected to cost, and what was skipped
+    estimate: Estimate | None = None  # what verify was expected to cost, and what was skipped
 
     def fixed_cost(self) -> dict[str, float]:
         """The median seconds of each part of a trial other than its steps (process start, imports and model, setup,

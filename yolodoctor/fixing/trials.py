@@ -84,11 +84,11 @@ def _profile_trial(c: Candidate, rep: int, run_dir: Path, base_args: dict[str, A
         raise Interrupted(f"{prof.reason}: fix --verify stopped; the trial so far is saved in {run}", code)
     s = prof.summary or {}
     w = s.get("window") or {}
-    return TrialRun(c.name, rep, str(run), prof.status, prof.reason,
-                    s.get("images_per_s"), w.get("valid"),
-                    mismatches(c.args, prof.settings or {}), _loss_curve(run),
-                    ((prof.host_probe or {}).get("before") or {}).get("python_ms"), w.get("why"), s.get("one_off_s"),
-                    seed, s.get("phases"))
+    return TrialRun(candidate=c.name, rep=rep, run_dir=str(run), status=prof.status, reason=prof.reason,
+                    images_per_s=s.get("images_per_s"), window_valid=w.get("valid"),
+                    mismatch=mismatches(c.args, prof.settings or {}), loss_curve=_loss_curve(run),
+                    host_ms=((prof.host_probe or {}).get("before") or {}).get("python_ms"), window_why=w.get("why"),
+                    one_off_s=s.get("one_off_s"), seed=seed, phases=s.get("phases"))
 
 
 def _loss_curve(run: Path) -> list[tuple[int, float]] | None:
