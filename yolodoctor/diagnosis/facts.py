@@ -15,8 +15,9 @@ import math
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
+from yolodoctor.numbers import is_finite as _num
 from yolodoctor.record import stretches
 from yolodoctor.record.events import read_events
 from yolodoctor.record.profile import Profile, run_file
@@ -279,10 +280,6 @@ ITEMS: dict[str, dict[str, tuple[str, str]]] = {
 def _median(values: Iterable[Any]) -> float | None:
     vals = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return statistics.median(vals) if vals else None
-
-
-def _num(v: Any) -> TypeGuard[float]:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _d(v: Any) -> dict:

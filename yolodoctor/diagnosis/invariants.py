@@ -7,16 +7,14 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Iterable
-from typing import Any, TypeGuard
+from typing import Any
+
+from yolodoctor.numbers import is_number as _num
 
 SHARES = ("run.data_wait_share", "run.val_share", "trace.gpu_busy_share", "trace.short_kernel_share",
           "trace.tensor_core_share")
 PER_STEP = ("trace.kernels_per_step", "trace.syncs_per_step")
 SPREAD = 2.0  # per-step counts of one model at other batch sizes stay within this factor of each other
-
-
-def _num(v: Any) -> TypeGuard[float]:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def violations(facts: dict[str, Any], events: Iterable[dict] | None = None) -> list[str]:

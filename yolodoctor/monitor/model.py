@@ -19,6 +19,7 @@ from yolodoctor.diagnosis import facts as facts_mod
 from yolodoctor.diagnosis.engine import LiveEngine
 from yolodoctor.diagnosis.rules import Compiled
 from yolodoctor.findings import Finding, ranked
+from yolodoctor.numbers import as_number as _num
 from yolodoctor.record import ranks
 from yolodoctor.record.profile import Profile
 from yolodoctor.record.summary import summarise_train
@@ -66,10 +67,6 @@ class Snapshot:
         if self.start is None:
             return "no samples yet" if self.sample is None else "no GPU telemetry"
         return self.start.get("gpu_unavailable") or ("no GPU figures" if self.start.get("gpu") else "no GPU")
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def _mean(values: Iterable[Any]) -> float | None:

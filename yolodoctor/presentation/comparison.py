@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from yolodoctor.diagnosis.diagnose import Diagnosis
 from yolodoctor.findings import ranked
+from yolodoctor.numbers import as_number as _num
 from yolodoctor.presentation import report
 
 if TYPE_CHECKING:
@@ -66,10 +67,6 @@ class Comparison:
 
 def run_name(d: Diagnosis) -> str:
     return Path(d.run_dir).resolve().name or str(d.run_dir)
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def delta(a: Any, b: Any) -> dict[str, Any]:

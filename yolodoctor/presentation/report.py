@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from yolodoctor.findings import CATEGORIES, Finding, Fix, Severity, ranked
+from yolodoctor.numbers import finite as _finite
 from yolodoctor.version import SCHEMA
 
 if TYPE_CHECKING:
@@ -42,16 +43,6 @@ def dump_json(obj: dict[str, Any], stream: IO[str] | None = None) -> None:
         text = json.dumps(_finite(obj), default=_jsonable, indent=2, allow_nan=False)
     stream.write(text + "\n")
     stream.flush()
-
-
-def _finite(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    return v
 
 
 # facts in bytes (the catalogue's "bytes" and "RAM"/"memory" figures), shown in GB

@@ -41,7 +41,7 @@ EVENTS = ("on_pretrain_routine_start", "on_train_start", "on_train_epoch_start",
           "on_train_batch_end", "on_train_epoch_end", "on_fit_epoch_end", "on_train_end")
 
 
-def _num(x: Any) -> float | None:
+def _scalar(x: Any) -> float | None:
     try:
         return float(x.item() if hasattr(x, "item") else x)
     except Exception:
@@ -190,7 +190,7 @@ class Recorder:
                "train_index": self.train_index,
                "t0": self.t_start, "t1": now, "wait": self.wait, "compute": now - self.t_start, "images": images,
                "batch": bs, "accumulate": trainer.accumulate, "warmup": self._in_warmup(trainer, nb),
-               "lr": _num(trainer.optimizer.param_groups[0]["lr"]) if trainer.optimizer else None}
+               "lr": _scalar(trainer.optimizer.param_groups[0]["lr"]) if trainer.optimizer else None}
         if self.ready is not None:
             rec["ready"] = self.ready
         if self.i >= nb:
@@ -207,7 +207,7 @@ class Recorder:
             self._pending.append((rec, loss.detach() if hasattr(loss, "detach") else loss, self.ev_start, ev_end))
             self._flush_ready()
         else:
-            rec["loss"] = _num(loss) if loss is not None else None
+            rec["loss"] = _scalar(loss) if loss is not None else None
             self._emit(rec)
         self.cost_s += time.perf_counter() - c0
         if self.trace is not None:
@@ -231,7 +231,7 @@ class Recorder:
 
     def on_fit_epoch_end(self, trainer: Any) -> None:  # after validation and saving
         self.events.write("fit_epoch_end", epoch=trainer.epoch, train_index=self.train_index,
-                          metrics={k: _num(v) for k, v in (trainer.metrics or {}).items()},
+                          metrics={k: _scalar(v) for k, v in (trainer.metrics or {}).items()},
                           nan_recoveries=getattr(trainer, "nan_recovery_attempts", 0),
                           oom_retries=getattr(trainer, "_oom_retries", 0), batch=trainer.batch_size)
         self._note_workers(trainer)
@@ -266,7 +266,7 @@ class Recorder:
                 ev1.synchronize()
             self._pending.popleft()
             rec["gpu_ms"] = ev0.elapsed_time(ev1)
-            rec["loss"] = _num(loss) if loss is not None else None
+            rec["loss"] = _scalar(loss) if loss is not None else None
             self._emit(rec)
 
     def _in_warmup(self, trainer: Any, nb: int) -> bool:
@@ -473,7 +473,7 @@ def _initial_lr(optimizer: Any) -> float | None:
     iterations, hence its epochs and dataset size)."""
     groups = getattr(optimizer, "param_groups", None) or []
     lr = groups[0].get("initial_lr", groups[0].get("lr")) if groups else None
-    return _num(lr) if lr is not None else None
+    return _scalar(lr) if lr is not None else None
 
 
 def grad_scale(trainer: Any) -> float | None:

@@ -9,7 +9,6 @@ fields: docs/measuring.md. A rate covers the interval since the previous sample;
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ from typing import IO, Any
 import psutil
 
 from yolodoctor.api.nvml import Nvml
+from yolodoctor.numbers import finite as _finite
 from yolodoctor.profiling.gpu import PCIE_S, UTIL_SAMPLES_S, GpuSection, RankGpus
 from yolodoctor.profiling.procfs import ProcReader, rate
 from yolodoctor.profiling.proctree import RESCAN_S, THREAD_SCAN_S, ProcessTree
@@ -245,16 +245,6 @@ def write_record(out: IO[str], rec: dict[str, Any]) -> None:
         line = json.dumps(_finite(rec), separators=(",", ":"), allow_nan=False, default=str)
     out.write(line + "\n")
     out.flush()
-
-
-def _finite(v: Any) -> Any:
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    return v
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
