@@ -104,11 +104,11 @@ def run(work_dir: Path, *, as_json: bool, debug: bool = False) -> int:
     from yolodoctor.commands.profile import summary_rows
     from yolodoctor.console import echo_to, status, stderr_console, stdout_console, training_status
     from yolodoctor.diagnosis.diagnose import diagnose
-    from yolodoctor.fixing.apply import fresh_dir
     from yolodoctor.fixing.fix import FixOptions, fix, speedups
     from yolodoctor.presentation.verdict import verdict
     from yolodoctor.profiling.runner import run_profile
     from yolodoctor.profiling.watch import watching
+    from yolodoctor.record.rundir import fresh_dir
 
     started = time.monotonic()
     err, out = stderr_console(), stdout_console()

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from yolodoctor.record.rundir import fresh_dir
+
 if TYPE_CHECKING:
     from yolodoctor.fixing.planner import Change
 
@@ -26,15 +28,6 @@ def seed_of(settings: dict[str, Any], args: dict[str, Any]) -> int:
         except (TypeError, ValueError):
             continue
     return 0
-
-
-def fresh_dir(path: Path) -> Path:
-    """``path``, or ``path-2``, ``path-3``... : the first that does not exist."""
-    n, candidate = 1, path
-    while candidate.exists():
-        n += 1
-        candidate = path.with_name(f"{path.name}-{n}")
-    return candidate
 
 
 LIGHT_HZ = 1.0  # the applied run's sampler rate: a few samples, enough for its facts, not a profile's 5 Hz

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yolodoctor.errors import InputError, UsageError
-from yolodoctor.record.rundir import DEFAULT_BASE
+from yolodoctor.errors import UsageError
+from yolodoctor.record.rundir import fresh_dir, latest_run
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -159,14 +159,6 @@ def _add_tries(p: Plan, d: Diagnosis, o: FixOptions) -> None:
         raise UsageError(f"--try compile=reduce-overhead: {why}; try it with batch={nbs:.0f}")
 
 
-def latest_run(base: Path = DEFAULT_BASE) -> Path:
-    runs = [p.parent for p in base.glob("*/profile.json")] if base.is_dir() else []
-    runs = [r for r in runs if not r.name.startswith(("fix-", "trials"))] or runs
-    if not runs:
-        raise InputError(f"no run directory under {base}; give RUN_DIR or run `yolodoctor profile` first")
-    return max(runs, key=lambda p: (p / "profile.json").stat().st_mtime)
-
-
 def user_candidates(words: list[str], settings: dict[str, Any]) -> list[Change]:
     """--try KEY=VALUE: the user's own candidates, verified like the planner's (safe only if on the allow-list)."""
     from yolodoctor import trainargs
@@ -187,7 +179,7 @@ def verify_plan(replay: dict[str, Any], plan: Plan, profile: Any, run_dir: Path,
     ``run_dir``, with a spinner on ``err`` saying which trial runs and how far it is. The trials' own output (
     Ultralytics' progress bars, a script's prints) stays in each trial's output.log (shown under --debug)."""
     from yolodoctor.console import echo_to, status, stderr_console
-    from yolodoctor.fixing.apply import fresh_dir, planned_images, seed_of
+    from yolodoctor.fixing.apply import planned_images, seed_of
     from yolodoctor.fixing.trials import run_trials
     from yolodoctor.profiling.watch import watching
 

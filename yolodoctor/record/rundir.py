@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
+from yolodoctor.errors import InputError
+
 DEFAULT_BASE = Path("runs") / "yolodoctor"
 
 
@@ -24,6 +26,25 @@ def new_run_dir(base: str | Path | None = None, name: str = "profile") -> Path:
         except FileExistsError:
             continue
     raise OSError(f"no free run directory name under {base}")
+
+
+def fresh_dir(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``... : the first that does not exist."""
+    n, candidate = 1, path
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
+
+
+def latest_run(base: Path = DEFAULT_BASE) -> Path:
+    """The run directory under ``base`` whose profile.json was written last (fix's and verify's own runs only where
+    there is no other)."""
+    runs = [p.parent for p in base.glob("*/profile.json")] if base.is_dir() else []
+    runs = [r for r in runs if not r.name.startswith(("fix-", "trials"))] or runs
+    if not runs:
+        raise InputError(f"no run directory under {base}; give RUN_DIR or run `yolodoctor profile` first")
+    return max(runs, key=lambda p: (p / "profile.json").stat().st_mtime)
 
 
 def not_a_run_dir(run_dir: str | Path) -> str:
