@@ -13,6 +13,8 @@ from typing import Any
 from yolodoctor.errors import UsageError
 
 # Defaults yolodoctor uses when the user gives none: a model that builds without downloads.
+DEFAULT_CLS_MODEL = "yolo11n-cls.yaml"  # task=classify without model=: built from its yaml, offline
+CLS_IMGSZ = 224  # ultralytics/models/yolo/classify/train.py: ClassificationTrainer's imgsz where none is given
 DEFAULT_MODEL = "yolo11n.yaml"
 
 
@@ -71,10 +73,20 @@ def _close_keys(key: str, defaults: dict) -> list[str]:
     return difflib.get_close_matches(key, list(defaults), n=2, cutoff=0.75)
 
 
+def is_classify(user: dict[str, Any]) -> bool:
+    """A classification training: task=classify, or a -cls model (as Ultralytics guesses the task from the name)."""
+    from pathlib import Path
+
+    return user.get("task") == "classify" or Path(str(user.get("model") or "")).stem.endswith("-cls")
+
+
 def effective(user: dict[str, Any]) -> dict[str, Any]:
-    """Ultralytics' defaults overlaid with the user's arguments (and yolodoctor's offline-safe default model)."""
+    """Ultralytics' defaults overlaid with the user's arguments (and yolodoctor's offline-safe default model). A
+    classification training trains at imgsz 224 where none is given, as ClassificationTrainer sets it."""
     cfg = _ultralytics_cfg()
     args = dict(cfg.DEFAULT_CFG_DICT)
-    args["model"] = DEFAULT_MODEL
+    args["model"] = DEFAULT_CLS_MODEL if user.get("task") == "classify" else DEFAULT_MODEL
+    if is_classify(user):
+        args["imgsz"] = CLS_IMGSZ
     args.update(user)
     return args

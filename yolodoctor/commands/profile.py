@@ -69,7 +69,8 @@ def run(words: list[str], *, steps: int | None, out: Path | None, as_json: bool,
         with status(err, "reading the train arguments (loading Ultralytics)"):
             user = trainargs.parse_kv(words)
         preflight.require_data(user)
-        args = {"model": trainargs.DEFAULT_MODEL, **user}
+        args = {"model": trainargs.DEFAULT_CLS_MODEL if user.get("task") == "classify" else trainargs.DEFAULT_MODEL,
+                **user}
         from yolodoctor.check.environment import env_flag
         from yolodoctor.errors import InputError
 

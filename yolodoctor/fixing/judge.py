@@ -428,8 +428,9 @@ def _moved(safe_par: dict[str, LossParity | None]) -> set[str]:
 MOVED_CAUSE = {
     "workers": "each loader worker draws its own augmentation random stream, so another worker count trains on other "
                "augmentations, as another seed does",
-    "cache": "Ultralytics' RAM-cache check reads 30 random images (data/base.py check_cache_ram), shifting every later "
-             "augmentation, and the cache turns the mosaic buffer off (mosaic then picks from the whole dataset)",
+    "cache": "in detection, Ultralytics' RAM-cache check reads 30 random images (data/base.py check_cache_ram), "
+             "shifting every later augmentation, and the cache turns the mosaic buffer off (mosaic then picks from the "
+             "whole dataset); a classification cache holds the same pixels, so there the loss moves by noise alone",
     "batch": "another batch size groups the images differently",
     "deterministic": "non-deterministic kernels sum in another order",
     "compile": "compiled kernels sum in another order",

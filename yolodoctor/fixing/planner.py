@@ -6,7 +6,8 @@ estimated gain, then checks each change against measured constraints:
   workers   at most the cores minus one, and the prefetch queue (workers x 4 x batch images) must fit /dev/shm
   batch     at most nbs (above it the optimisation changes: unsafe), and the measured peak memory scaled to the new
             batch must stay under MEMORY_CEILING of the GPU
-  cache     'ram' only where check measured that it fits (Ultralytics silently trains uncached otherwise)
+  cache     'ram' only where check measured that it fits (detection: Ultralytics silently trains uncached
+            otherwise; classification: it has no such check and caches full-resolution images, whatever the RAM)
   amp=bf16  only on compute capability 8.0 and newer
   compile   only on CUDA, and only where the gain over the planned run outweighs the one-off compilation;
             'reduce-overhead' (CUDA graphs) only where the planned batch trains without gradient accumulation

@@ -371,7 +371,11 @@ def _batch_size(batch: Any) -> int | None:
 
 
 def _mosaic_on(trainer: Any) -> bool:
-    """Mosaic runs unless its probability is 0 or the run is in its last ``close_mosaic`` epochs."""
+    """Mosaic runs unless its probability is 0 or the run is in its last ``close_mosaic`` epochs; never for a dataset
+    without it (classification's ClassificationDataset: its args still carry mosaic and close_mosaic, unused)."""
+    ds = getattr(getattr(trainer, "train_loader", None), "dataset", None)
+    if ds is not None and not hasattr(ds, "close_mosaic"):
+        return False
     a = trainer.args
     epoch = getattr(trainer, "epoch", getattr(trainer, "start_epoch", 0))
     closing = bool(a.close_mosaic) and epoch >= trainer.epochs - a.close_mosaic
@@ -419,7 +423,7 @@ def effective_settings(trainer: Any) -> dict[str, Any]:
         "warmup_iterations": trainer._get_warmup_iterations(len(loader)) if loader is not None else None,
         "close_mosaic": args.close_mosaic,
         "mosaic": _mosaic_on(trainer),
-        "cache": getattr(ds, "cache", None),
+        "cache": _cache_active(ds),
         "deterministic": args.deterministic,
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
@@ -452,6 +456,17 @@ def _asked(trainer: Any) -> dict[str, Any]:
 def _cache_asked(cache: Any) -> str | None:
     c = str(cache).lower() if cache not in (None, False) else None
     return "ram" if c in ("true", "ram") else c if c in ("disk",) else None
+
+
+def _cache_active(ds: Any) -> str | None:
+    """The cache the train dataset really uses: detection's ``cache`` ('ram', 'disk' or None), classification's
+    ``cache_ram`` / ``cache_disk`` flags (ClassificationDataset has no ``cache``; it turns disk off on a read-only
+    folder)."""
+    if ds is None:
+        return None
+    if hasattr(ds, "cache_ram") or hasattr(ds, "cache_disk"):
+        return "ram" if getattr(ds, "cache_ram", False) else "disk" if getattr(ds, "cache_disk", False) else None
+    return getattr(ds, "cache", None)
 
 
 def _mosaic_buffer(ds: Any) -> bool | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 MODULES = ("ultralytics.utils.checks", "ultralytics.utils.autobatch", "ultralytics.data.base", "ultralytics.data.utils",
-           "ultralytics.utils.tal", "ultralytics.engine.trainer")
+           "ultralytics.data.dataset", "ultralytics.data.split", "ultralytics.utils.tal", "ultralytics.engine.trainer")
 # (kind, pattern) of the messages worth a record; the first group captures their figures
 NOTED: tuple[tuple[str, re.Pattern], ...] = tuple((k, re.compile(p)) for k, p in (
     ("amp_passed", r"AMP: checks passed"),
@@ -30,6 +30,11 @@ NOTED: tuple[tuple[str, re.Pattern], ...] = tuple((k, re.compile(p)) for k, p in
     ("autobatch_default", r"AutoBatch: (.*?),? using default batch-size (\d+)"),
     ("assigner_per_image", r"out of memory in TaskAlignedAssigner with batch_size=(\d+) and max_num_obj=(\d+)"),
     ("oom_halved", r"out of memory with batch=(\d+)\. Reducing to batch=(\d+)"),
+    # classification (ultralytics/data/dataset.py ClassificationDataset, data/utils.py check_cls_dataset, data/split.py)
+    ("cls_classes_skipped", r"Skipping (\d+) samples from classes the model lacks: (.*)"),
+    ("cache_disk_refused", r"Skipping caching images to disk, directory not writable"),
+    ("cls_split_copied", r"Splitting (.*?) into (\d+)% train"),
+    ("cls_classes_mismatch", r"found (\d+) images in (\d+) classes \(requires (\d+) classes"),
 ))
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
