@@ -90,9 +90,11 @@ def test_the_design_shrinks_with_the_planned_training():
     assert next(c.name for c in kept) == "baseline" and len(kept) >= 2  # never the baseline alone
 
 
-def test_unverified_the_plan_is_applied_without_what_reschedules_training(tmp_path, monkeypatch):
+def test_unverified_the_plan_is_applied_without_what_reschedules_training_or_compiles(tmp_path, monkeypatch):
     # a budget no trial fits: verify does not run, and --apply takes only what trains the same model on the same
-    # schedule (never batch=64: another warm-up and BatchNorm batch, whose loss only a trial can judge)
+    # schedule at no risk (never batch=64: another warm-up and BatchNorm batch, whose loss only a trial can judge;
+    # never compile: on an H100 a 2-epoch training applied with it unverified took 133 s instead of 52, and at batch
+    # 4 CUDA graphs crashed)
     from click.testing import CliRunner
 
     import yolodoctor.fixing.apply as apply
@@ -108,5 +110,6 @@ def test_unverified_the_plan_is_applied_without_what_reschedules_training(tmp_pa
     doc = json.loads(r.stdout)
     assert doc["verify"]["fits"] is False and doc["trials"] == [] and doc["applied"]["verified"] is False
     keys = [c.key for c in got[0]]
-    assert "batch" not in keys and "workers" in keys
+    assert "batch" not in keys and "compile" not in keys and "workers" in keys and "deterministic" in keys
     assert "not applied unverified" in r.stderr and "batch=64" in r.stderr
+    assert "compile=reduce-overhead (compilation costs a one-off time" in " ".join(r.stderr.split())

@@ -120,13 +120,13 @@ def fix(run_dir: Path | None, opts: FixOptions, *, log: Callable[[str], None], e
                                  command=command, err=err, debug=o.debug, steps=o.steps)
             trials.estimate = est
             chosen = trials.kept
-        else:  # unverified: only what trains the same model on the same schedule is applied without a trial
-            from yolodoctor.fixing.judge import reschedules
+        else:  # unverified: only what trains the same model on the same schedule, at no risk, is applied untried
+            from yolodoctor.fixing.judge import needs_trial
 
-            chosen = [c for c in p.changes if not c.changes_training and not reschedules(c)]
+            chosen = [c for c in p.changes if needs_trial(c) is None]
             if o.apply and len(chosen) < len(p.changes):
-                log("not applied unverified (they change training or its schedule; a trial checks their loss): "
-                    + ", ".join(f"{c.key}={c.after}" for c in p.changes if all(c is not x for x in chosen)))
+                log("not applied unverified: " + "; ".join(f"{c.key}={c.after} ({needs_trial(c)})"
+                                                           for c in p.changes if needs_trial(c)))
     applied = None
     if o.apply and chosen:
         # a script's own output is shown, as `profile` shows it; Ultralytics' (quiet) log only under --debug

@@ -138,6 +138,18 @@ def reschedules(x: Change) -> bool:
     return x.kind == "args" and x.key == "batch" and x.before != x.after and not x.changes_training
 
 
+def needs_trial(x: Change) -> str | None:
+    """Why a change is applied only after a trial (None: it may be applied unverified): a change to training or to its
+    schedule (its loss only a trial can judge), or compilation (its one-off compile time, and CUDA graphs' own
+    constraints - the batch shape they were planned with, outputs overwritten between replays - show only when it
+    runs; a training too short to verify is too short to repay it)."""
+    if x.changes_training or reschedules(x):
+        return "it changes training or its schedule; a trial checks its loss"
+    if x.kind == "args" and x.key == "compile" and x.after not in (None, False, "False", "false"):
+        return "compilation costs a one-off time and can fail only when it runs"
+    return None
+
+
 def _unsafe(c: Candidate) -> bool:
     return any(x.changes_training for x in c.changes)
 
