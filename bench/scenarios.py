@@ -171,6 +171,17 @@ def _rate(p: dict) -> float | None:
     return (p.get("summary") or {}).get("images_per_s")
 
 
+def _steady(p: dict) -> bool:
+    return bool(((p.get("summary") or {}).get("window") or {}).get("valid"))
+
+
+def _average(p: dict) -> float | None:
+    """A whole run's images/s over all its training steps (pauses left out): what it ran at, steady or not."""
+    s = p.get("summary") or {}
+    return s["images"] / s["training_s"] if s.get("bounded") is False and s.get("images") and s.get("training_s") \
+        else None
+
+
 def _wall(p: dict) -> float | None:
     return ((p.get("summary") or {}).get("phases") or {}).get("total")
 
@@ -197,15 +208,21 @@ def read(d: Path) -> dict:
             "primary": ((prof.get("findings") or [{}])[0]).get("id"), "kept": kept, "relaunched": relaunched,
             "plan": [f"{c['key']}={c['after']}" for c in (fix.get("plan") or {}).get("changes") or []],
             "applied": changes, "verified": bool(applied.get("verified")),
+            "rolled_back": (applied.get("rollback_reason") or "rolled back").split(". Stack")[0][:90]
+            if applied.get("rolled_back") else None,
             "verify_skipped": verify.get("fits") is False,
             "orig_rate": _rate(orig), "app_rate": _rate(app) if relaunched else _rate(orig),
+            "app_steady": _steady(app) if relaunched else _steady(orig),
+            "app_average": _average(app) if relaunched else _average(orig),
             "orig_wall": o_wall, "app_wall": a_wall, "best": best, "verify_s": trials.get("wall_s"),
             "noise": spread if spread is not None else NOISE}
 
 
 def goals(r: dict) -> list[str]:
     out = []
-    if r["app_rate"] and r["best"][1]:
+    if r["app_rate"] and r["best"][1] and not r.get("app_steady", True):
+        out.append("best not measured (the applied training's window is not steady)")
+    elif r["app_rate"] and r["best"][1]:
         out.append(f"best {'met' if r['app_rate'] >= 0.9 * r['best'][1] else 'missed'}")
     if r["app_wall"] and r["orig_wall"]:
         out.append(f"not slower {'met' if r['app_wall'] <= r['orig_wall'] * (1 + r['noise']) else 'missed'}")
@@ -228,13 +245,17 @@ def row_text(r: dict) -> str:
     saved = (r["orig_wall"] - r["app_wall"]) if r["orig_wall"] and r["app_wall"] else None
     kept = "verify skipped (budget)" if r["verify_skipped"] else (", ".join(r["kept"]) or "nothing")
     applied = ", ".join(r["applied"]) or "nothing"
+    if r.get("rolled_back"):
+        applied = f"nothing: rolled back to the original arguments ({r['rolled_back']})"
     if r["applied"] and not r["verify_skipped"]:
         applied += " (as measured)" if sorted(r["applied"]) == sorted(r["kept"]) else " (not as measured)"
     elif r["applied"]:
         applied += " (unverified)"
     return (f"| {r['name']} | {r['bottleneck']} | {r['primary'] or '-'} | {', '.join(r['plan']) or '-'} | {kept} | "
             f"{applied} | "
-            f"{ratio(r['app_rate'], r['orig_rate'])} ({_f(r['orig_rate'], '.0f')} -> {_f(r['app_rate'], '.0f')}) | "
+            f"{ratio(r['app_rate'], r['orig_rate'])} ({_f(r['orig_rate'], '.0f')} -> {_f(r['app_rate'], '.0f')}"
+            + ("" if r.get("app_steady", True) else
+               f", not steady; {_f(r.get('app_average'), '.0f')} over all its training steps") + ") | "
             f"{ratio(r['orig_wall'], r['app_wall'])} ({_f(r['orig_wall'], '.0f')} -> {_f(r['app_wall'], '.0f')} s) | "
             f"{ratio(r['app_rate'], r['best'][1])} of {r['best'][0] or '-'} | {_f(r['verify_s'], '.0f')} s / "
             f"{_f(saved, '.0f')} s | {'; '.join(goals(r)) or '-'} |")
@@ -253,9 +274,11 @@ def report(d: Path) -> int:
     print(HEADER)
     for r in rows:
         print(row_text(r))
-    missing = [n for n in order if n not in {r["name"] for r in rows}]
+    missing = [sc for sc in load() if sc["name"] not in {r["name"] for r in rows}]
     if missing:
-        print(f"\nNot run yet: {', '.join(missing)}.")
+        print("\nNot run yet: " + ", ".join(
+            sc["name"] + (f" (about {sum(sc['cost_s'].values()):.0f} s)" if sc.get("cost_s") else "") for sc in missing)
+            + ".")
     return 0
 
 

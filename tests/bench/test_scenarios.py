@@ -37,7 +37,8 @@ def test_a_stage_runs_detached_once_and_is_not_restarted_while_it_runs(tmp_path)
 
 
 def record(d: Path, name: str, rate: float, wall: float) -> None:
-    (d / f"{name}.profile.json").write_text(json.dumps({"summary": {"images_per_s": rate, "phases": {"total": wall}}}))
+    (d / f"{name}.profile.json").write_text(json.dumps({"summary": {"images_per_s": rate, "phases": {"total": wall},
+                                                                    "window": {"valid": True}}}))
 
 
 def scenario(tmp_path, *, epochs=20, bottleneck="too few workers", kept=True, applied_rate=900.0, applied_wall=500.0,
@@ -120,3 +121,27 @@ def test_the_original_is_recorded_as_lightly_as_the_applied_run(tmp_path):
 
     cmd = sc.stage_commands(sc.load()[0], tmp_path)["original"]
     assert f"--sample-hz {LIGHT_HZ:g}" in cmd and "--no-trace" in cmd and "--all" in cmd
+
+
+def test_a_rolled_back_apply_and_a_window_that_is_not_steady_are_said_not_hidden(tmp_path):
+    scenario(tmp_path)
+    d = tmp_path / "s"
+    fix = json.loads((d / "fix.json").read_text())
+    fix["applied"] = {"relaunched": True, "rolled_back": True, "changes": [],
+                      "rollback_reason": "plan failed: crashed: RuntimeError: CUDAGraphs. Stack trace: ..."}
+    (d / "fix.json").write_text(json.dumps(fix))
+    row = sc.row_text(sc.read(d))
+    assert "nothing: rolled back to the original arguments (plan failed: crashed: RuntimeError: CUDAGraphs)" in row
+    fix["applied"] = {"relaunched": True, "changes": [{"key": "workers", "after": 15}]}
+    (d / "fix.json").write_text(json.dumps(fix))
+    (d / "applied.profile.json").write_text(json.dumps({"summary": {
+        "images_per_s": 232.0, "phases": {"total": 71.0}, "window": {"valid": False}, "bounded": False,
+        "images": 6048, "training_s": 21.6}}))
+    r = sc.read(d)
+    assert "best not measured (the applied training's window is not steady)" in sc.goals(r)
+    assert "not steady; 280 over all its training steps" in sc.row_text(r)
+
+
+def test_measured_stage_costs_are_kept_with_the_scenarios():
+    costed = [s for s in sc.load() if s.get("cost_s")]
+    assert costed and all(set(s["cost_s"]) == set(sc.STAGES) for s in costed)
