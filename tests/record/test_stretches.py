@@ -96,3 +96,25 @@ def test_the_refill_of_a_stretch_is_the_queue_as_the_pause_left_it():
     assert bounds.refill(part, 8, "occupancy") == 8
     assert bounds.refill(part, 32, "fixed rule") == 32
     assert bounds.refill(part, 0, "no queue") == 1
+
+
+def test_a_queue_that_stays_full_is_the_gpu_setting_the_pace_and_its_refilled_steps_are_steady():
+    # the H100 matrix's decode-bound PNG training with cache='ram' and 15 workers: a 60-batch queue, 63-batch epochs,
+    # the queue full all along (the GPU side is the limit). Leaving out 60 refill steps after each pause left 3 steps
+    # an epoch, the epochs' ends, whose rate differed by 76%: no window. Served from a queue at its steady level, they
+    # are the steady rate.
+    depth = 60
+    ev = epochs(63, 3, ready=lambda e, i: depth - 1)
+    s = summarise(ev, {"workers": 15, "prefetch_factor": 4})
+    w = s["window"]
+    assert w["valid"] and w["refill_skipped"] == 2  # the first step after each pause (the switch back) only
+    assert [b - a + 1 for a, b in w["stretches"]] == [63 - bounds.SETTLE, 62, 62]
+    assert s["images_per_s"] == pytest.approx(8 / 0.101, rel=0.01)
+    assert window_violations(s, ev) == []
+
+
+def test_a_refill_is_left_out_only_where_the_pause_left_the_queue_fuller_than_the_run_keeps_it():
+    part = [{"ready": 30}, {"ready": 20}, {"ready": 12}, {"ready": 4}, {"ready": 3}]
+    assert bounds.refill(part, 32, "occupancy", level=30.0) == 1  # a full steady queue: served at the steady pace
+    assert bounds.refill(part, 32, "occupancy", level=3.0) == 31  # an empty steady queue: all it made in the pause
+    assert bounds.refill(part, 32, "occupancy", level=None) == 31  # no level known: every batch made in the pause

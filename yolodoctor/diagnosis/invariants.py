@@ -78,7 +78,8 @@ def window_violations(summary: dict[str, Any], events: Iterable[dict],
     - give a rate other than its steps': images/s equals the window's images over the sum of its step times within
       RATE_AGREEMENT (the ranks' rates summed under DDP);
     - hold a step served from the loader's queue as it stood when a pause ended (the batch the stretch's first step
-      took and those ready behind it; the whole prefetch depth where the occupancy was not recorded);
+      took and those ready behind it; the whole prefetch depth where the occupancy was not recorded), unless the
+      pause left the queue no fuller than the level the run settled at (bounds.refill);
     - leave unsaid which steps it holds: a valid window states its first and last step and its stretches."""
     from yolodoctor.record import bounds, stretches
 
@@ -119,7 +120,8 @@ def window_violations(summary: dict[str, Any], events: Iterable[dict],
     depth = w.get("prefetch_depth") or 0
     parts = [[s for s in p if not s.get("traced")] for p in stretches.split(every)]  # as the window cuts them
     where = {id(s): (k, i) for k, p in enumerate(parts) for i, s in enumerate(p)}
-    served = {k: bounds.refill(p, depth, w.get("evidence") or "fixed rule")
+    level = bounds.steady_level(parts[0], depth) if parts and w.get("evidence") == "occupancy" else None
+    served = {k: bounds.refill(p, depth, w.get("evidence") or "fixed rule", level)
               for k, p in enumerate(parts) if k > 0 and p}  # the stretches that follow a pause
     early = [s for s in win if where[id(s)][0] in served and where[id(s)][1] < served[where[id(s)][0]]]
     if early:

@@ -103,9 +103,10 @@ def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> d
         start = SETTLE + depth
     else:
         start = first
+    level = steady_level(head, depth) if evidence == "occupancy" and not whole else None
     kept, skipped = [], 0
     for k, part in enumerate(parts):
-        cut = 0 if k == 0 else refill(part, depth, evidence)
+        cut = 0 if k == 0 else refill(part, depth, evidence, level)
         skipped += min(cut, len(part))
         rest = [s for s in part[cut:] if _n(s) >= start]
         if rest:
@@ -174,17 +175,29 @@ def _agreeing_tail(kept: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]
     return None
 
 
-def refill(part: list[dict[str, Any]], depth: int, evidence: str) -> int:
+def refill(part: list[dict[str, Any]], depth: int, evidence: str, level: float | None = None) -> int:
     """Steps at the start of a stretch after a pause that the loader's queue served from batches made during the
     pause: with the queue's occupancy recorded, the batch the first step took and those still ready behind it (the
-    queue is first in, first out); without it, the whole prefetch depth (it may have filled); without a queue, the
-    first step alone (the switch back from validation)."""
+    queue is first in, first out) - unless the pause left the queue no fuller than ``level``, the level the run's
+    first stretch settled at (a queue that stays full there means the GPU side sets the pace: a step served from it
+    is a steady one, and only the first step, the switch back, is left out); without occupancy, the whole prefetch
+    depth (it may have filled); without a queue, the first step alone (the switch back from validation)."""
     if evidence == "no queue" or depth == 0:
         return 1
     r0 = part[0].get("ready")
     if evidence == "occupancy" and isinstance(r0, (int, float)):
+        if level is not None and r0 <= level + max(1.0, 0.1 * depth):
+            return 1  # the pause left the queue no fuller than the run keeps it: no batch of it comes early
         return min(int(r0) + 1, depth)
     return depth
+
+
+def steady_level(head: list[dict[str, Any]], depth: int) -> float | None:
+    """The queue occupancy the run's first stretch keeps over its last quarter (after SETTLE), where recorded."""
+    after = [s for s in head if _n(s) >= SETTLE and isinstance(s.get("ready"), (int, float))]
+    if len(after) < MIN_WINDOW:
+        return None
+    return float(statistics.median(s["ready"] for s in after[-max(3, len(after) // 4):]))
 
 
 def _settled_start(steps: list[dict[str, Any]], depth: int) -> int:
