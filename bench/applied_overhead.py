@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "fixtures" / "scripts" / "train_plain.py"
 # the call fix --apply makes (fixing/apply.relaunch) for a script, in a process of its own as fix's is
 RELAUNCH = ("import sys; from yolodoctor.fixing.apply import LIGHT_HZ; from yolodoctor.profiling.runner import "
-            "run_profile; run_profile(None, command=sys.argv[2:], steps=None, out=sys.argv[1], trace=False, "
-            "loader_seconds=0, hz=LIGHT_HZ)")
+            "Measurement, run_profile; run_profile(None, command=sys.argv[2:], out=sys.argv[1], "
+            "measure=Measurement(steps=None, trace=False, loader_seconds=0, hz=LIGHT_HZ))")
 
 
 def timed(cmd: list[str], cwd: Path) -> float:

@@ -34,7 +34,7 @@ DRAWS = 1000
 def train(out: Path, runs: int, steps: int, batch: int = 8, nbs: int = 64) -> list[list[tuple[int, float]]]:
     from yolodoctor.datasets.synth import make_dataset
     from yolodoctor.fixing.trials import _loss_curve
-    from yolodoctor.profiling.runner import run_profile
+    from yolodoctor.profiling.runner import Measurement, run_profile
 
     data = out / "data"
     if not (data / "data.yaml").exists():
@@ -51,7 +51,7 @@ def train(out: Path, runs: int, steps: int, batch: int = 8, nbs: int = 64) -> li
             run_profile({"data": str(data / "data.yaml"), "model": "yolo11n.yaml", "imgsz": 64, "batch": batch,
                          "nbs": nbs, "epochs": 3, "seed": seed, "plots": False, "project": str(out / "ul"),
                          "name": f"s{seed}", "exist_ok": True},
-                        steps=steps, out=run, trace=False, loader_seconds=0, hz=0)
+                        out=run, measure=Measurement(steps=steps, trace=False, loader_seconds=0, hz=0))
         curves.append(_loss_curve(run) or [])
         print(f"seed {seed}: {len(curves[-1])} optimizer steps", file=sys.stderr)
     return curves

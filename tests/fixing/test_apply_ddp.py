@@ -56,7 +56,8 @@ def test_a_single_gpu_training_is_launched_in_process_as_before(tmp_path, monkey
     monkeypatch.setattr(runner.subprocess, "Popen", popen)
     for device, ddp in (("0", False), ("0,1", True), ("-1,-1", True), ("cpu", False)):
         try:
-            runner.run_profile({"model": "yolo11n.yaml", "device": device}, out=tmp_path / f"r{device}", hz=0)
+            runner.run_profile({"model": "yolo11n.yaml", "device": device}, out=tmp_path / f"r{device}",
+                              measure=runner.Measurement(hz=0))
         except Exception as e:
             assert "cannot run" in str(e)
         spec = json.loads((tmp_path / f"r{device}" / "spec.json").read_text())

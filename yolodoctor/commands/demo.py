@@ -106,7 +106,7 @@ def run(work_dir: Path, *, as_json: bool, debug: bool = False) -> int:
     from yolodoctor.diagnosis.diagnose import diagnose
     from yolodoctor.fixing.fix import FixOptions, fix, speedups
     from yolodoctor.presentation.verdict import verdict
-    from yolodoctor.profiling.runner import run_profile
+    from yolodoctor.profiling.runner import Measurement, run_profile
     from yolodoctor.profiling.watch import watching
     from yolodoctor.record.rundir import fresh_dir
 
@@ -133,8 +133,8 @@ def run(work_dir: Path, *, as_json: bool, debug: bool = False) -> int:
     with training_status(err, f"profiling {STEPS} steps of the training") as progress, \
             watching(progress=progress, echo=echo, debug=debug):
         run_dir, prof = run_profile({**user, "project": str(base / "demo-train")}, out=fresh_dir(base / "demo"),
-                                    check_facts=rep.facts, steps=STEPS, trace=False, loader_seconds=LOADER_SECONDS,
-                                    log=log)
+                                    check_facts=rep.facts, log=log,
+                                    measure=Measurement(steps=STEPS, trace=False, loader_seconds=LOADER_SECONDS))
     diag = diagnose(run_dir)
     v = verdict(diag.facts, diag.reported, run_dir, prof)
     if show:

@@ -58,7 +58,7 @@ def run(words: list[str], *, steps: int | None, out: Path | None, as_json: bool,
     from yolodoctor import trainargs
     from yolodoctor.commands import preflight
     from yolodoctor.console import echo_to, status, stderr_console, stdout_console, training_status
-    from yolodoctor.profiling.runner import exit_code_for, run_profile
+    from yolodoctor.profiling.runner import Measurement, exit_code_for, run_profile
     from yolodoctor.profiling.watch import watching
 
     err = stderr_console()
@@ -85,10 +85,11 @@ def run(words: list[str], *, steps: int | None, out: Path | None, as_json: bool,
     # torch's warnings: shown under --debug only, always kept in the run directory's output.log
     echo = echo_to(err) if command or debug else None
     with training_status(err, "profiling") as show, watching(progress=show, echo=echo, debug=debug):
-        run_dir, prof = run_profile(args, command=command, check_facts=check_facts,
-                                    steps=None if steps == -1 else (steps or "auto"), out=out, trace=trace,
-                                    loader_seconds=loader_seconds, hz=hz, gpu_telemetry=gpu_telemetry,
-                                    log=lambda m: err.print(f"[dim]{m}[/]"), whole_if_short=True)
+        run_dir, prof = run_profile(args, command=command, check_facts=check_facts, out=out,
+                                    measure=Measurement(steps=None if steps == -1 else (steps or "auto"), hz=hz,
+                                                        trace=trace, loader_seconds=loader_seconds,
+                                                        gpu_telemetry=gpu_telemetry, whole_if_short=True),
+                                    log=lambda m: err.print(f"[dim]{m}[/]"))
     if command and prof.check_facts is None and exit_code_for(prof) not in (130, 143):
         with status(err, "checking the dataset the training opened"):
             _check_what_the_script_trained(run_dir, prof, lambda m: err.print(f"[dim]{m}[/]"))

@@ -41,7 +41,7 @@ def relaunch(base_args: dict[str, Any], changes: list[Change], run_dir: Path, lo
     its trainers receive the changed arguments through the injected hook."""
     from yolodoctor.errors import Interrupted
     from yolodoctor.fixing.planner import split
-    from yolodoctor.profiling.runner import run_profile, stopped_by_signal
+    from yolodoctor.profiling.runner import Measurement, run_profile, stopped_by_signal
 
     attempts = [("plan", changes), ("original arguments", [])]
     result: dict[str, Any] = {"rolled_back": False, "attempts": []}
@@ -49,9 +49,10 @@ def relaunch(base_args: dict[str, Any], changes: list[Change], run_dir: Path, lo
         changed, env, flags = split(cs)
         log(f"applying {name}: " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "no change"))
         out, prof = run_profile(None if command else dict(base_args), command=command, overrides=changed,
-                                steps=None, out=fresh_dir(run_dir.parent / f"fix-{run_dir.name}"),
-                                env_extra=env, torch_flags=flags, trace=probes, loader_seconds=8.0 if probes else 0,
-                                hz=5.0 if probes else LIGHT_HZ)
+                                measure=Measurement(steps=None, trace=probes, loader_seconds=8.0 if probes else 0,
+                                                    hz=5.0 if probes else LIGHT_HZ),
+                                out=fresh_dir(run_dir.parent / f"fix-{run_dir.name}"), env_extra=env,
+                                torch_flags=flags)
         if (code := stopped_by_signal(prof)) is not None:  # Ctrl-C / SIGTERM: stop here, no rollback run
             raise Interrupted(f"{prof.reason}: fix --apply stopped; the run so far is saved in {out}, marked "
                               "incomplete", code)

@@ -74,12 +74,11 @@ def rounds(cands: list[Candidate], one: Callable[..., TrialRun], *, reps: int, m
 def _profile_trial(c: Candidate, rep: int, run_dir: Path, base_args: dict[str, Any], steps: int | str,
                    base_env: dict[str, str] | None, command: list[str] | None, seed: int) -> TrialRun:
     from yolodoctor.errors import Interrupted
-    from yolodoctor.profiling.runner import run_profile, stopped_by_signal
+    from yolodoctor.profiling.runner import Measurement, run_profile, stopped_by_signal
 
     run, prof = run_profile(None if command else dict(base_args), command=command, overrides={**c.args, "seed": seed},
-                            steps=steps,
-                            out=run_dir, trace=False, loader_seconds=0, env_extra={**(base_env or {}), **c.env},
-                            torch_flags=c.torch_flags)
+                            measure=Measurement(steps=steps, trace=False, loader_seconds=0), out=run_dir,
+                            env_extra={**(base_env or {}), **c.env}, torch_flags=c.torch_flags)
     if (code := stopped_by_signal(prof)) is not None:  # Ctrl-C / SIGTERM: no further trials
         raise Interrupted(f"{prof.reason}: fix --verify stopped; the trial so far is saved in {run}", code)
     s = prof.summary or {}

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,19 +68,34 @@ def gpu_uuid_for(args: dict[str, Any]) -> str | None:
     return gpus[i].uuid if i < len(gpus) else None
 
 
+@dataclass(frozen=True)
+class Measurement:
+    """How a profile measures its training: ``steps`` (an int bounds it, "auto" the default bound, None the whole
+    training), the sampler's rate ``hz`` (0: off) and whether it queries NVML, the profiler ``trace``, the loader's own
+    timing after the steps (``loader_seconds``, 0: skipped), and ``whole_if_short`` (see run_profile)."""
+    steps: int | str | None = "auto"
+    hz: float = 5.0
+    trace: bool = True
+    loader_seconds: float = 8.0
+    gpu_telemetry: bool = True
+    whole_if_short: bool = False
+
+
 def run_profile(args: dict[str, Any] | None = None, *, command: list[str] | None = None,
-                steps: int | str | None = "auto", out: str | Path | None = None, hz: float = 5.0,
-                trace: bool = True, loader_seconds: float = 8.0, gpu_telemetry: bool = True,
+                measure: Measurement = Measurement(), out: str | Path | None = None,
                 check_facts: dict[str, Any] | None = None, env_extra: dict[str, str] | None = None,
                 torch_flags: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None,
-                log: Callable[[str], None] = lambda m: None, whole_if_short: bool = False) -> tuple[Path, Profile]:
-    """Profile ``model.train(**args)`` (args mode) or an unmodified program (``command``, script mode).
+                log: Callable[[str], None] = lambda m: None) -> tuple[Path, Profile]:
+    """Profile ``model.train(**args)`` (args mode) or an unmodified program (``command``, script mode), measured as
+    ``measure`` says.
 
     ``overrides``: train arguments that win over the program's own (a fix plan or a trial). In args mode they are
     merged into ``args``; in script mode the injected hook merges them into every Ultralytics trainer the program
     builds (inject/__init__.py), so the program's file is never edited. ``whole_if_short`` (`profile`'s own runs, not
     fix's trials, which must reach a window past a short training's end): with ``steps="auto"``, a training no longer
     than a bounded profile is measured whole (profiling/session.py)."""
+    steps, hz, trace, loader_seconds = measure.steps, measure.hz, measure.trace, measure.loader_seconds
+    gpu_telemetry, whole_if_short = measure.gpu_telemetry, measure.whole_if_short
     if overrides and not command:
         args = {**(args or {}), **overrides}
     from yolodoctor.devices import ddp_requested
