@@ -207,9 +207,11 @@ def fix(ctx: Ctx, run_dir: Path | None, allow_unsafe: bool, verify: bool, apply:
 @cli.command("make-dataset")
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--images", default=64, show_default=True, type=click.IntRange(1), help="Training images.")
-@click.option("--val-images", type=click.IntRange(1), default=None, help="Validation images [default: images/5, >=2].")
+@click.option("--val-images", type=click.IntRange(1), default=None,
+              help="Validation images [default: images/5, >=2; classify: >= classes].")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0))
-@click.option("--task", type=click.Choice(["detect", "segment", "pose", "obb"]), default="detect", show_default=True)
+@click.option("--task", type=click.Choice(["detect", "segment", "pose", "obb", "classify"]), default="detect",
+              show_default=True, help="classify: DIR/train/<class>/ and DIR/val/<class>/ folders, no data.yaml.")
 @click.option("--format", "image_format", type=click.Choice(["jpg", "png"]), default="jpg", show_default=True)
 @click.option("--size", default="640x480", show_default=True, help="Image WIDTHxHEIGHT.")
 @click.option("--classes", default=3, show_default=True, type=click.IntRange(1, 1000))
@@ -219,7 +221,7 @@ def fix(ctx: Ctx, run_dir: Path | None, allow_unsafe: bool, verify: bool, apply:
 @click.pass_obj
 def make_dataset(ctx: Ctx, out_dir: Path, images: int, val_images: int | None, seed: int, task: str,
                  image_format: str, size: str, classes: int, workers: int | None, force: bool, as_json: bool) -> None:
-    """Write a synthetic YOLO dataset (deterministic by seed) with a data.yaml."""
+    """Write a synthetic YOLO dataset (deterministic by seed) with a data.yaml, or class folders (--task classify)."""
     no_command(ctx, "make-dataset")
     from yolodoctor.commands.make_dataset import run
 

@@ -82,3 +82,43 @@ def test_malformed_inputs_never_traceback(tmp_path, text, labels, capsys):
     assert "Traceback" not in err and "internal error" not in err
     if e.value.code in (0, 1):
         json.loads(out)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# classification folders (data=FOLDER with a -cls model)
+
+
+@pytest.fixture
+def cls_folder(tmp_path):
+    from yolodoctor.datasets.synth import make_classify_dataset
+
+    return make_classify_dataset(tmp_path / "cls", images=12, width=64, height=64, workers=1).root
+
+
+def test_clean_classification_folder_exits_0(cls_folder):
+    rc, out, err = check(f"data={cls_folder}", "model=yolo11n-cls.yaml")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["facts"]["dataset.task"] == "classify" and doc["facts"]["dataset.classes"] == 3
+    assert not [f for f in doc["findings"] if f["severity"] != "info"]
+
+
+def test_broken_classification_folder_exits_1_and_names_the_files(cls_folder):
+    bad = cls_folder / "train" / "disc" / "000000.jpg"
+    bad.write_bytes(b"not an image\n")
+    rc, out, err = check(f"data={cls_folder}", "task=classify")
+    assert rc == 1, err
+    hit = next(f for f in json.loads(out)["findings"] if f["id"] == "DS106")
+    assert hit["severity"] == "error" and str(bad) in json.dumps(hit["evidence"])
+
+
+def test_classification_folder_with_a_detection_model_is_exit_2(cls_folder):
+    rc, out, err = check(f"data={cls_folder}", "model=yolo11n.yaml")
+    assert rc == 2 and out == "" and "Traceback" not in err
+    line = err.strip().splitlines()
+    assert len(line) == 1 and "model=yolo11n-cls.yaml" in line[0] and "data.yaml" in line[0]
+
+
+def test_missing_classification_folder_is_exit_2(tmp_path):
+    rc, out, err = check(f"data={tmp_path / 'nowhere'}", "model=yolo11n-cls.yaml")
+    assert rc == 2 and out == "" and "Traceback" not in err and len(err.strip().splitlines()) == 1

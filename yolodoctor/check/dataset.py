@@ -1,9 +1,9 @@
 """Dataset probe for ``yolodoctor check``: is the data.yaml usable, and will every image and label load?
 
-``check_dataset(data, task=None, workers=None)`` reads data.yaml with ``yaml.safe_load`` only (never Ultralytics'
-``check_det_dataset``, which may exec the yaml's ``download:`` field, and never downloads anything), resolves paths
-exactly as Ultralytics 8.4 does, then checks every image header and label file in a process pool. Importing this
-module is cheap: no torch, no ultralytics.
+``check_dataset(data, task=None, workers=None, split="val")`` reads data.yaml with ``yaml.safe_load`` only (never
+Ultralytics' ``check_det_dataset``, which may exec the yaml's ``download:`` field, and never downloads anything),
+resolves paths exactly as Ultralytics 8.4 does, then checks every image header and label file in a process pool.
+Importing this module is cheap: no torch, no ultralytics.
 
 It reports facts, and the DS rules in rules/ turn them into findings:
 
@@ -18,6 +18,12 @@ It reports facts, and the DS rules in rules/ turn them into findings:
   dataset.labels.missing, dataset.labels.empty, dataset.labels.orphan, dataset.instances, dataset.instances_per_class,
   dataset.label_rows, dataset.image_bytes_mean, dataset.image_bytes_total, dataset.image_formats,
   dataset.image_size_median, dataset.download, dataset.download_text, dataset.check_seconds, dataset.check_workers.
+
+A classification training takes a folder of class folders instead of a data.yaml: with task=classify (a -cls
+model), or a folder without a yaml that holds class folders, the folder is read as Ultralytics' check_cls_dataset
+and ClassificationDataset read it (classify.py): its layout facts (``dataset.cls.*``), the same ``dataset.defects``
+image verdicts and image counts, and dataset.task "classify". A folder passed to a detection task without a
+data.yaml in it is an InputError that says what to pass.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from yolodoctor.check import classify as C
 from yolodoctor.check import labels as L
 from yolodoctor.check.datayaml import (
     DATASET_KEY_TYPES,
@@ -55,7 +62,8 @@ from yolodoctor.check.labels import IMG_FORMATS, img2label_paths
 from yolodoctor.check.probe import ProbeResult
 from yolodoctor.errors import InputError, UsageError
 
-__all__ = ["IMG_FORMATS", "DatasetCheck", "DatasetIndex", "check_dataset", "img2label_paths", "usable_cores"]
+__all__ = ["IMG_FORMATS", "DatasetCheck", "DatasetIndex", "check_classification", "check_dataset", "img2label_paths",
+           "usable_cores"]
 
 POOL_MIN_FILES = 400  # below this, a process pool costs more than it saves
 
@@ -110,28 +118,57 @@ def usable_cores() -> int:
     return max(1, n)
 
 
-def _locate(data: str | Path) -> Path:
+def _yamls(p: Path) -> list[Path]:
+    try:
+        return sorted(x for e in ("*.yaml", "*.yml") for x in p.glob(e))
+    except OSError:
+        return []
+
+
+def _locate(data: str | Path, task: str | None = None) -> Path:
+    """The data.yaml to read: ``data`` itself, or the one yaml in the folder ``data`` names (as find_dataset_yaml,
+    ultralytics/data/utils.py, takes a folder's yaml)."""
     try:
         p = Path(os.fspath(data))
     except TypeError:
         raise InputError(f"data.yaml not found: {data!r}; check never downloads datasets") from None
     if is_dir(p):
-        ys = sorted(x for e in ("*.yaml", "*.yml") for x in p.glob(e))
+        ys = _yamls(p)
         if len(ys) == 1:
             return ys[0]
-        raise InputError(
-            f"data.yaml not found: {p} is a folder with {len(ys)} yaml files; pass the data.yaml itself"
-        )
+        if ys:
+            raise InputError(f"data.yaml not found: {p} is a folder with {len(ys)} yaml files; pass the data.yaml "
+                             "itself")
+        if task is not None:
+            hint = " (its class folders make it a classification dataset)" if C.looks_like_classification(p) else ""
+            raise InputError(f"{p} is a folder without a data.yaml{hint}, and a {task} training takes a data.yaml: "
+                             "pass the data.yaml, or model=yolo11n-cls.yaml (any -cls model) for a classification "
+                             "training")
+        raise InputError(f"{p} holds neither a data.yaml nor class folders of images: pass the data.yaml of a "
+                         "detection dataset, or a classification folder (train/<class>/*.jpg) with "
+                         "model=yolo11n-cls.yaml")
     if not is_file(p):
         raise InputError(f"data.yaml not found: {data}; check never downloads datasets")
     return p
 
 
-def _run_pool(items: list[tuple[int, str, str]], spec: L.LabelSpec, workers: int) -> tuple[L.Agg, int]:
+def _is_classification_folder(data: str | Path) -> bool:
+    """A folder with no yaml in it that holds class folders: what a classification training takes."""
+    try:
+        p = Path(os.fspath(data))
+    except TypeError:
+        return False
+    return is_dir(p) and not _yamls(p) and C.looks_like_classification(p)
+
+
+def _run_pool(items: list[tuple[int, str, str]], spec: Any, workers: int, fn: Any = L.check_chunk,
+              new: Any = L.Agg) -> tuple[L.Agg, int]:
+    """Run ``fn`` (labels.check_chunk, or classify.check_images) over the items, in a process pool where it pays;
+    the parts merged into one ``new()``."""
     n = len(items)
-    agg = L.Agg()
+    agg = new()
     if workers <= 1 or n < POOL_MIN_FILES:
-        agg.merge(L.check_chunk((items, spec)))
+        agg.merge(fn((items, spec)))
         return agg, 1
     size = max(64, min(512, math.ceil(n / (workers * 4))))
     chunks = [(items[i : i + size], spec) for i in range(0, n, size)]
@@ -143,13 +180,13 @@ def _run_pool(items: list[tuple[int, str, str]], spec: L.LabelSpec, workers: int
         method = "spawn"
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context(method)) as ex:
-            for part in ex.map(L.check_chunk, chunks):
+            for part in ex.map(fn, chunks):
                 agg.merge(part)
         return agg, workers
     except (OSError, RuntimeError, ImportError):  # no /dev/shm, process limits, broken pool: do it here
-        agg = L.Agg()
+        agg = new()
         for c in chunks:
-            agg.merge(L.check_chunk(c))
+            agg.merge(fn(c))
         return agg, 1
 
 
@@ -327,10 +364,7 @@ def _defects(
         agg.empty.sort()
         defects.append({"kind": L.EMPTY_LABEL, "files": len(agg.empty),
                         "examples": [{"file": items[i][2]} for i in agg.empty[: L.MAX_EXAMPLES]]})
-    for code in (L.IMG_MISSING, L.IMG_EMPTY, L.IMG_CORRUPT, L.JPEG_TRUNCATED, L.IMG_SMALL):
-        if code in agg.defects:
-            files, _, ex = agg.defects[code]
-            defects.append({"kind": code, "files": files, "examples": ex})
+    defects += _image_defects(agg)
     both = _split_overlap(splits.images)
     if both:
         defects.append({"kind": "split_overlap", "files": len(both), "examples": [{"file": p} for p in both[:5]]})
@@ -341,18 +375,21 @@ def _defects(
     return defects
 
 
-def _count_facts(facts: dict[str, Any], agg: L.Agg, total: int, orphans: list[str]) -> None:
+def _image_defects(agg: L.Agg) -> list[dict[str, Any]]:
+    """The image verdicts (missing, empty, corrupt, truncated JPEG, too small), one item per kind found."""
+    out = []
+    for code in (L.IMG_MISSING, L.IMG_EMPTY, L.IMG_CORRUPT, L.JPEG_TRUNCATED, L.IMG_SMALL):
+        if code in agg.defects:
+            files, _, ex = agg.defects[code]
+            out.append({"kind": code, "files": files, "examples": ex})
+    return out
+
+
+def _image_facts(facts: dict[str, Any], agg: L.Agg, total: int) -> None:
+    """Counts and summaries of the images examined."""
     image_codes = (L.IMG_MISSING, L.IMG_EMPTY, L.IMG_CORRUPT, L.IMG_SMALL)
-    unusable = sum(agg.defects[c][0] for c in image_codes if c in agg.defects)
     facts["dataset.images"] = total
-    facts["dataset.images.unusable"] = unusable
-    facts["dataset.labels.found"] = total - len(agg.missing)
-    facts["dataset.labels.missing"] = len(agg.missing)
-    facts["dataset.labels.empty"] = len(agg.empty)
-    facts["dataset.labels.orphan"] = len(orphans)
-    facts["dataset.instances"] = agg.instances
-    facts["dataset.instances_per_class"] = {str(k): v for k, v in sorted(agg.classes.items())}
-    facts["dataset.label_rows"] = dict(agg.kinds)
+    facts["dataset.images.unusable"] = sum(agg.defects[c][0] for c in image_codes if c in agg.defects)
     facts["dataset.image_bytes_total"] = agg.bytes
     facts["dataset.image_bytes_mean"] = round(agg.bytes / total, 1) if total else None
     facts["dataset.image_formats"] = dict(agg.formats.most_common())
@@ -364,12 +401,62 @@ def _count_facts(facts: dict[str, Any], agg: L.Agg, total: int, orphans: list[st
         facts["dataset.image_size_median"] = None
 
 
-def check_dataset(data: str | Path, *, task: str | None = None, workers: int | None = None) -> DatasetCheck:
-    """Check a detect/segment/pose/obb data.yaml and every image and label it names. See the module docstring."""
+def _count_facts(facts: dict[str, Any], agg: L.Agg, total: int, orphans: list[str]) -> None:
+    _image_facts(facts, agg, total)
+    facts["dataset.labels.found"] = total - len(agg.missing)
+    facts["dataset.labels.missing"] = len(agg.missing)
+    facts["dataset.labels.empty"] = len(agg.empty)
+    facts["dataset.labels.orphan"] = len(orphans)
+    facts["dataset.instances"] = agg.instances
+    facts["dataset.instances_per_class"] = {str(k): v for k, v in sorted(agg.classes.items())}
+    facts["dataset.label_rows"] = dict(agg.kinds)
+
+
+def check_classification(data: str | Path, *, workers: int | None = None, split: str = "val") -> DatasetCheck:
+    """Check a classification folder and every image in it, as a classification training reads it (classify.py);
+    ``split``: the training's args.split, the folder it validates on. A folder that is not there (or a URL, an
+    archive, a file) is an InputError."""
+    t0 = time.perf_counter()
+    try:
+        folder = C.locate(data)
+    except C.NotClassification as e:
+        raise InputError(str(e)) from None
+    lay = C.read_layout(folder, split)
+    res = DatasetCheck()
+    facts = res.facts
+    facts["dataset.task"] = "classify"
+    facts["dataset.root"] = str(folder)
+    facts.update(C.layout_facts(lay))
+    items, files = C.image_items(lay)
+    res.index = DatasetIndex(yaml_path=None, root=folder, task="classify", names=dict(enumerate(lay.names)),
+                             kpt_shape=None, splits=files,
+                             split_sources={name: [s.path] for name, s in lay.splits.items()})
+    agg: L.Agg = C.ClsAgg()
+    used = 0
+    if items:
+        n_workers = usable_cores() if workers is None else max(1, int(workers))
+        agg, used = _run_pool(items, None, n_workers, fn=C.check_images, new=C.ClsAgg)
+    decoded = agg.decoded if isinstance(agg, C.ClsAgg) else {}
+    facts["dataset.defects"] = _image_defects(agg)
+    _image_facts(facts, agg, len(items))
+    facts["dataset.cls.decoded_bytes_train"] = decoded.get("train", 0)
+    facts["dataset.cls.decoded_bytes_val"] = decoded.get("val", 0)
+    facts.update(C.disk_cache_facts(lay, decoded))
+    facts["dataset.check_workers"] = used
+    facts["dataset.check_seconds"] = _seconds_since(t0)
+    return res
+
+
+def check_dataset(data: str | Path, *, task: str | None = None, workers: int | None = None,
+                  split: str = "val") -> DatasetCheck:
+    """Check a detect/segment/pose/obb data.yaml and every image and label it names, or a classification folder
+    (task=classify, or no task and a folder of class folders). See the module docstring."""
     t0 = time.perf_counter()
     if task is not None and task not in (*TASKS, "classify"):
         raise UsageError(f"unknown task {task!r} (choose detect, segment, pose, obb or classify)")
-    yaml_file = _locate(data)
+    if task == "classify" or (task is None and _is_classification_folder(data)):
+        return check_classification(data, workers=workers, split=split)
+    yaml_file = _locate(data, task)
     res = DatasetCheck()
     facts = res.facts
     facts["dataset.yaml"] = str(yaml_file.resolve())
@@ -388,10 +475,6 @@ def check_dataset(data: str | Path, *, task: str | None = None, workers: int | N
 
     task = infer_task(d, task)
     facts["dataset.task"] = task
-    if task == "classify":  # class folders: not checked here
-        facts["dataset.yaml_problems"] = yaml_problems(problems, yaml_file.name)
-        facts["dataset.check_seconds"] = _seconds_since(t0)
-        return res
 
     names = check_names(d, problems) if not any(p.evidence.get("key") == "names" for p in problems) else None
     kpt = check_kpt_shape(d, task, problems)

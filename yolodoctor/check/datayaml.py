@@ -55,13 +55,13 @@ class YamlProblem:
 
 @dataclass
 class DatasetIndex:
-    """What a data.yaml describes, resolved as Ultralytics resolves it.
+    """What a data.yaml (or a classification folder, ``yaml_path`` None) describes, resolved as Ultralytics resolves it.
 
     ``splits`` holds the image files of each split (train/val/test) in Ultralytics' order (sorted path strings);
     each image's label file is :meth:`label_path` (``img2label_paths``: last ``/images/`` → ``/labels/``, ``.txt``).
     """
 
-    yaml_path: Path
+    yaml_path: Path | None
     root: Path
     task: str
     names: dict[int, str]

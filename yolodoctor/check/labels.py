@@ -160,13 +160,14 @@ def _open_image_file(path: str, agg: Agg) -> BinaryIO | None:
     return None
 
 
-def check_image(path: str, agg: Agg) -> None:
-    """check_image without the decode: header, verify(), size, format, JPEG EOI marker."""
+def check_image(path: str, agg: Agg) -> bool:
+    """check_image without the decode: header, verify(), size, format, JPEG EOI marker. True where Ultralytics keeps
+    the image (a JPEG without its end marker included: it re-encodes those in place)."""
     ext = path.rpartition(".")[2].lower()
     agg.formats[ext] += 1
     f = _open_image_file(path, agg)
     if f is None:
-        return
+        return False
     with f:
         try:
             fd = f.fileno()
@@ -180,7 +181,7 @@ def check_image(path: str, agg: Agg) -> None:
         agg.bytes += size
         if size == 0:
             agg.add(IMG_EMPTY, 1, [{"file": path, "reason": "0-byte file"}])
-            return
+            return False
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -191,12 +192,13 @@ def check_image(path: str, agg: Agg) -> None:
         except Exception as e:
             why = "not an image format PIL recognises" if type(e).__name__ == "UnidentifiedImageError" else _err(e)
             agg.add(IMG_CORRUPT, 1, [{"file": path, "reason": f"PIL cannot read it: {why}"}])
-            return
+            return False
         if fmt not in PIL_FORMATS_OK:
             agg.add(IMG_CORRUPT, 1, [{"file": path, "reason": f"format {fmt or 'unknown'} is not a training format"}])
-            return
+            return False
         agg.sizes.append((w, h))
-        if w < MIN_IMAGE_SIDE or h < MIN_IMAGE_SIDE:
+        kept = w >= MIN_IMAGE_SIDE and h >= MIN_IMAGE_SIDE
+        if not kept:
             agg.add(IMG_SMALL, 1, [{"file": path, "reason": f"{w}x{h} px; Ultralytics rejects images under 10 px"}])
         if fmt in ("jpeg", "jpg"):
             try:
@@ -205,11 +207,31 @@ def check_image(path: str, agg: Agg) -> None:
             except OSError:
                 tail = b""
             if tail != b"\xff\xd9":
+                decodes = _decodes(f, path)
+                then = ("it decodes: Ultralytics re-encodes it in place" if decodes is None
+                        else f"it does not decode ({decodes}): Ultralytics drops it")
                 agg.add(
                     JPEG_TRUNCATED,
                     1,
-                    [{"file": path, "reason": f"no end-of-image marker FFD9 at the end (ends {tail.hex() or '-'})"}],
+                    [{"file": path,
+                      "reason": f"no end-of-image marker FFD9 at the end (ends {tail.hex() or '-'}); {then}"}],
                 )
+                kept = kept and decodes is None
+        return kept
+
+
+def _decodes(f: BinaryIO, path: str) -> str | None:
+    """Why the image does not decode whole (None: it does), as PIL's load in Ultralytics' re-encoding of a JPEG
+    without its end marker (_exif_jpeg in ultralytics/data/utils.py) finds: a file cut short fails there."""
+    try:
+        f.seek(0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            im = _open_image(f, path)
+            im.load()
+    except Exception as e:
+        return _err(e)
+    return None
 
 
 def _exif_size(im: Any) -> tuple[int, int]:
@@ -468,8 +490,9 @@ PREFETCH_GROUP = 64  # files whose reads are queued together
 PREFETCH_HEAD = 8192  # bytes of each image's header to queue (PIL reads the JPEG markers from here)
 
 
-def prefetch(items: list[tuple[int, str, str]]) -> None:
-    """Queue the reads a group of checks will make (image head and tail, label file) without waiting for them.
+def prefetch(items: list[tuple[int, str, str]], labels: bool = True) -> None:
+    """Queue the reads a group of checks will make (image head and tail, label file unless ``labels`` is false)
+    without waiting for them.
 
     On a cold page cache each check otherwise waits for 3 reads one after another (~0.1 ms each on an SSD);
     POSIX_FADV_WILLNEED lets the device work on the whole group at once. A no-op where fadvise is missing.
@@ -490,6 +513,8 @@ def prefetch(items: list[tuple[int, str, str]]) -> None:
             pass
         finally:
             os.close(fd)
+        if not labels:
+            continue
         try:
             fd = os.open(lbl, os.O_RDONLY)
         except (OSError, ValueError):

@@ -36,10 +36,30 @@ class CheckReport:
 
 
 def task_of(user: dict[str, Any]) -> str | None:
-    if user.get("task"):
-        return str(user["task"])
+    """The task the training runs: the model's, where its name tells it (a -cls, -seg, -pose or -obb model wins over
+    task=, as Ultralytics' model decides the trainer: engine/model.py, cfg/__init__.py), else task=, else None."""
     stem = Path(str(user.get("model") or "")).stem
-    return next((t for suffix, t in MODEL_TASKS.items() if stem.endswith(suffix) or suffix + "." in stem), None)
+    by_model = next((t for suffix, t in MODEL_TASKS.items() if stem.endswith(suffix) or suffix + "." in stem), None)
+    if by_model:
+        return by_model
+    return str(user["task"]) if user.get("task") else None
+
+
+def dataset_task(user: dict[str, Any], data: Any) -> str | None:
+    """The task check reads data= for: task_of, and for a folder without a yaml given to a model of Ultralytics'
+    detection family (yolo11n.pt, yolov8s.yaml, rtdetr-l.pt: no task suffix) "detect", where Ultralytics looks for a
+    data.yaml in the folder and stops (find_dataset_yaml, ultralytics/data/utils.py); with no model given, a folder
+    of class folders is read as the classification dataset it is."""
+    task = task_of(user)
+    if task is not None or not user.get("model"):
+        return task
+    stem = Path(str(user["model"])).stem.lower()
+    try:
+        folder = Path(str(data))
+        bare = folder.is_dir() and not any(folder.glob("*.yaml")) and not any(folder.glob("*.yml"))
+    except (OSError, ValueError):
+        bare = False
+    return "detect" if bare and stem.startswith(("yolo", "rtdetr")) else None
 
 
 def run_check(user: dict[str, Any], args: dict[str, Any], *, torch_flags: dict[str, Any] | None = None,
@@ -68,7 +88,8 @@ def run_check(user: dict[str, Any], args: dict[str, Any], *, torch_flags: dict[s
     if args.get("data"):
         from yolodoctor.check.dataset import check_dataset
 
-        ds = step("dataset", lambda: check_dataset(args["data"], task=task_of(user)))
+        ds = step("dataset", lambda: check_dataset(args["data"], task=dataset_task(user, args["data"]),
+                                                    split=_split(args)))
         if ds.index is not None:
             images = list(ds.index.splits.get("train") or [])
     acc.facts["check.data_given"] = bool(args.get("data"))
@@ -81,9 +102,16 @@ def run_check(user: dict[str, Any], args: dict[str, Any], *, torch_flags: dict[s
     return report
 
 
+def _split(args: dict[str, Any]) -> str:
+    """The split a classification training validates on (args.split, 'val' by default)."""
+    return str(args.get("split") or "val")
+
+
 # a data.yaml Ultralytics refuses before training: it does not parse, lacks keys, has values of the wrong type or
-# names that do not match nc, points nowhere or at a split without images, or has an unusable kpt_shape
-UNLOADABLE = {"DS001", "DS002", "DS003", "DS004", "DS005", "DS007", "DS008"}
+# names that do not match nc, points nowhere or at a split without images, or has an unusable kpt_shape; a
+# classification folder it stops on: no folder for its copy of a folder without train/, no training images, no
+# validation folder, or no validation image in a train class (as errors)
+UNLOADABLE = {"DS001", "DS002", "DS003", "DS004", "DS005", "DS007", "DS008", "DS120", "DS121", "DS122", "DS124"}
 
 
 def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
@@ -108,10 +136,11 @@ def quick_check(user: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     acc.facts["env.torch_devices"] = [{"index": i} for i in range(len(gpus))]
     images: list[Path] = []
     if args.get("data"):
-        ds = check_dataset(args["data"], task=task_of(user))
+        ds = check_dataset(args["data"], task=dataset_task(user, args["data"]), split=_split(args))
         broken = [f for f in ds.findings if f.id in UNLOADABLE and f.severity.name == "error"]
         if broken:
-            raise InputError(f"{args['data']}: {broken[0].message}")
+            why = broken[0].message
+            raise InputError(why if str(args["data"]) in why else f"{args['data']}: {why}")
         acc.merge(ds)
         if ds.index is not None:
             images = list(ds.index.splits.get("train") or [])

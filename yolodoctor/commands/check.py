@@ -10,7 +10,8 @@ from yolodoctor.presentation import report
 SUMMARY = [
     ("python", "env.python"), ("torch", "env.torch"), ("CUDA (torch build)", "env.torch_cuda_build"),
     ("cuDNN", "env.cudnn"), ("driver", "env.driver"), ("GPU", "gpu.name"), ("ultralytics", "env.ultralytics"),
-    ("device", "env.device_kind"), ("dataset", "dataset.yaml"), ("task", "dataset.task"),
+    ("device", "env.device_kind"), ("dataset", "dataset.yaml"), ("dataset folder", "dataset.cls.folder"),
+    ("task", "dataset.task"), ("classes", "dataset.classes"),
     ("train images", "dataset.images.train"), ("val images", "dataset.images.val"),
     ("usable cores", "cpu.usable"), ("workers (effective)", "loader.workers_effective"),
     ("read speed", "io.read_mb_s"), ("read cache state", "io.cache_state"), ("decode per image", "io.decode_ms_median"),

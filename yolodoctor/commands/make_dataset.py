@@ -1,18 +1,21 @@
-"""`yolodoctor make-dataset DIR`."""
+"""`yolodoctor make-dataset DIR`: a synthetic detection (segment, pose, obb) dataset with its data.yaml, or with
+--task classify a classification folder (DIR/train/<class>/, DIR/val/<class>/, no data.yaml)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from yolodoctor.errors import UsageError
 from yolodoctor.presentation import report
 
 if TYPE_CHECKING:
-    from yolodoctor.datasets.synth import DatasetInfo
+    from yolodoctor.datasets.synth import ClassifyDatasetInfo, DatasetInfo
 
 
+T = TypeVar("T")
 MAX_SIDE = 8192  # an 8192x8192 image is 200 MB decoded per worker; 100000x100000 ran the machine out of memory
 
 
@@ -28,8 +31,19 @@ def write_dataset(out_dir: Path, **options: Any) -> DatasetInfo:
     as usage errors."""
     from yolodoctor.datasets.synth import make_dataset
 
+    return _refusing(out_dir, make_dataset, options)
+
+
+def write_classify_dataset(out_dir: Path, **options: Any) -> ClassifyDatasetInfo:
+    """datasets.synth.make_classify_dataset, with write_dataset's refusals."""
+    from yolodoctor.datasets.synth import make_classify_dataset
+
+    return _refusing(out_dir, make_classify_dataset, options)
+
+
+def _refusing(out_dir: Path, make: Callable[..., T], options: dict[str, Any]) -> T:
     try:
-        return make_dataset(out_dir, **options)
+        return make(out_dir, **options)
     except FileExistsError as e:
         raise UsageError(str(e).replace("pass force=True", "pass --force")) from None
     except ValueError as e:
@@ -49,20 +63,25 @@ def run(out_dir: Path, *, images: int, val_images: int | None, seed: int, task: 
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
         bar = progress.add_task("writing images", total=None)
+        options: dict[str, Any] = dict(
+            images=images, val_images=val_images, seed=seed, image_format=image_format, width=width, height=height,
+            classes=classes, workers=workers, force=force,
+            progress=lambda done, total: progress.update(bar, completed=done, total=total))
         try:
-            info = write_dataset(out_dir, images=images, val_images=val_images, seed=seed, task=task,
-                                 image_format=image_format, width=width, height=height, classes=classes,
-                                 workers=workers, force=force,
-                                 progress=lambda done, total: progress.update(bar, completed=done, total=total))
+            info: DatasetInfo | ClassifyDatasetInfo = (
+                write_classify_dataset(out_dir, **options) if task == "classify"
+                else write_dataset(out_dir, task=task, **options))
         except UsageError as e:  # said once the bar is gone: one line
             refused = e
     if refused is not None:
         raise refused
+    d = info.to_dict()
     if as_json:
-        report.dump_json(report.envelope("make-dataset", [], {}, dataset=info.to_dict()))
+        report.dump_json(report.envelope("make-dataset", [], {}, dataset=d))
     else:
-        d = info.to_dict()
+        where = (f"classification folder: {d['root']} (check it with: yolodoctor check data={d['root']} "
+                 "model=yolo11n-cls.yaml)" if task == "classify" else f"data.yaml: {d['yaml_path']}")
         stdout_console().print(
             f"wrote {d['train_images']} train + {d['val_images']} val {task} images ({image_format}, {width}x{height},"
-            f" {d['total_bytes'] / 1e6:.1f} MB) in {d['seconds']:.1f} s\ndata.yaml: {d['yaml_path']}")
+            f" {d['total_bytes'] / 1e6:.1f} MB) in {d['seconds']:.1f} s\n{where}", markup=False)
     return 0

@@ -7,6 +7,15 @@
     out/data.yaml                       absolute ``path:``, ``train``/``val``, ``names`` (+ ``kpt_shape``/``flip_idx``)
     out/.yolodoctor-dataset             JSON marker: seed, options, counts (lets ``force=True`` replace it safely)
 
+``make_classify_dataset`` writes a classification dataset (a folder of class folders, no data.yaml: a
+classification training takes ``data=out``)::
+
+    out/{train,val}/<class>/000000.jpg  textured background, one large shape of the class, sensor noise
+    out/.yolodoctor-dataset             the same marker
+
+Image ``i`` of a split is of class ``i % classes`` (classes spread evenly); the class is the shape drawn, as in the
+detection datasets, so it is learnable from the pixels.
+
 Every image is rendered from its own RNG, derived from ``(seed, split, index)`` with
 :class:`numpy.random.SeedSequence`, so the files are byte-identical whatever the number of worker processes.
 The RNG of an image is split into independent streams for the background, the objects and the noise: the same
@@ -42,8 +51,8 @@ import cv2
 import numpy as np
 
 __all__ = [
-    "FLIP_IDX", "KEYPOINTS", "MARKER", "SHAPES", "TASKS", "TEXTURES", "DatasetInfo", "class_names", "make_dataset",
-    "render_image",
+    "FLIP_IDX", "KEYPOINTS", "MARKER", "SHAPES", "TASKS", "TEXTURES", "ClassifyDatasetInfo", "DatasetInfo",
+    "class_names", "make_classify_dataset", "make_dataset", "render_class_image", "render_image",
 ]
 
 Task = Literal["detect", "segment", "pose", "obb"]
@@ -52,6 +61,7 @@ Progress = Callable[[int, int], None]
 
 MARKER = ".yolodoctor-dataset"
 TASKS: tuple[str, ...] = ("detect", "segment", "pose", "obb")
+CLASSIFY = "classify"
 FORMATS: tuple[str, ...] = ("jpg", "png")
 SPLITS: tuple[str, ...] = ("train", "val")
 
@@ -95,6 +105,27 @@ class DatasetInfo:
         data = asdict(self)
         data["root"] = str(self.root)
         data["yaml_path"] = str(self.yaml_path)
+        return data
+
+
+@dataclass(frozen=True)
+class ClassifyDatasetInfo:
+    """What ``make_classify_dataset`` wrote: ``root`` is what a classification training takes as data=."""
+
+    root: Path
+    task: str
+    image_format: str
+    names: tuple[str, ...]
+    train_images: int
+    val_images: int
+    total_bytes: int
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dictionary (paths as strings)."""
+        data = asdict(self)
+        data["root"] = str(self.root)
+        data["names"] = list(self.names)
         return data
 
 
@@ -196,6 +227,9 @@ def make_dataset(
     """
     started = time.perf_counter()
     n_val = max(2, images // 5) if val_images is None else val_images
+    if task == CLASSIFY:
+        raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r} (make_classify_dataset writes class "
+                         "folders)")
     _validate(images, n_val, seed, task, image_format, width, height, classes, objects, jpeg_quality, workers)
     root = Path(out_dir).expanduser().resolve()
     spec = _Spec(
@@ -219,6 +253,51 @@ def make_dataset(
     )
 
 
+def make_classify_dataset(
+    out_dir: str | os.PathLike[str],
+    *,
+    images: int = 64,
+    val_images: int | None = None,
+    seed: int = 0,
+    image_format: ImageFormat = "jpg",
+    width: int = 640,
+    height: int = 480,
+    classes: int = 3,
+    jpeg_quality: int = 90,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    force: bool = False,
+) -> ClassifyDatasetInfo:
+    """Write a synthetic classification dataset to ``out_dir``: ``train/<class>/`` and ``val/<class>/`` folders, one
+    per class (named as ``class_names``), every one created even where too few images leave it empty.
+
+    ``val_images`` defaults to ``max(classes, images // 5)``, so that every class has validation images. Image ``i``
+    of a split is of class ``i % classes``. The other options, the refusals and ``force`` are ``make_dataset``'s.
+    """
+    started = time.perf_counter()
+    n_val = max(classes, images // 5) if val_images is None else val_images
+    _validate(images, n_val, seed, CLASSIFY, image_format, width, height, classes, (1, 1), jpeg_quality, workers)
+    root = Path(out_dir).expanduser().resolve()
+    spec = _Spec(
+        root=str(root), seed=int(seed), task=CLASSIFY, image_format=image_format, width=int(width),
+        height=int(height), classes=int(classes), objects=(1, 1), jpeg_quality=int(jpeg_quality),
+        counts={"train": int(images), "val": int(n_val)},
+    )
+    _prepare(root, force)
+    _write_marker(root, spec, complete=False, total_bytes=0)
+    names = tuple(class_names(spec.classes).values())
+    for split in SPLITS:
+        for name in names:
+            (root / split / name).mkdir(parents=True, exist_ok=True)
+    n_workers = len(os.sched_getaffinity(0)) if workers is None else workers
+    total_bytes = _generate(spec, n_workers, progress)
+    _write_marker(root, spec, complete=True, total_bytes=total_bytes)
+    return ClassifyDatasetInfo(
+        root=root, task=CLASSIFY, image_format=image_format, names=names, train_images=images, val_images=n_val,
+        total_bytes=total_bytes, seconds=time.perf_counter() - started,
+    )
+
+
 def _validate(
     images: int, val_images: int, seed: int, task: str, image_format: str, width: int, height: int, classes: int,
     objects: tuple[int, int], jpeg_quality: int, workers: int | None,
@@ -227,7 +306,7 @@ def _validate(
         (images >= 1, f"images must be at least 1, got {images}"),
         (val_images >= 1, f"val_images must be at least 1, got {val_images}"),
         (seed >= 0, f"seed must be a non-negative integer, got {seed}"),
-        (task in TASKS, f"task must be one of {', '.join(TASKS)}, got {task!r}"),
+        (task in (*TASKS, CLASSIFY), f"task must be one of {', '.join(TASKS)}, got {task!r}"),
         (image_format in FORMATS, f"image_format must be one of {', '.join(FORMATS)}, got {image_format!r}"),
         (width >= 32 and height >= 32, f"width and height must be at least 32 pixels, got {width}x{height}"),
         (classes >= 1, f"classes must be at least 1, got {classes}"),
@@ -253,7 +332,7 @@ def _prepare(root: Path, force: bool) -> None:
             f"{root} is not empty and was not made by yolodoctor; refusing to write a dataset into it.")
     if not force:
         raise FileExistsError(f"{root} already holds a yolodoctor dataset; pass force=True to replace it.")
-    for name in ("images", "labels"):
+    for name in ("images", "labels", *SPLITS):  # SPLITS: a classification dataset's class folders
         _remove(root / name)
     for path in [root / "data.yaml", root / MARKER, *root.glob("*.cache")]:
         _remove(path)
@@ -364,6 +443,13 @@ def _render_chunk(spec: _Spec, chunk: _Chunk) -> tuple[int, int]:
 
 def _write_sample(spec: _Spec, root: Path, split: str, index: int) -> int:
     rng_seed = np.random.SeedSequence(spec.seed, spawn_key=(SPLITS.index(split), index))
+    if spec.task == CLASSIFY:
+        cls = index % spec.classes
+        data = _encode(render_class_image(rng_seed, spec.width, spec.height, cls), spec.image_format,
+                       spec.jpeg_quality)
+        folder = root / split / class_names(spec.classes)[cls]
+        (folder / f"{index:0{spec.name_width}d}.{spec.image_format}").write_bytes(data)
+        return len(data)
     image, rows = render_image(rng_seed, spec.width, spec.height, spec.task, spec.classes, spec.objects)
     name = f"{index:0{spec.name_width}d}"
     data = _encode(image, spec.image_format, spec.jpeg_quality)
@@ -400,6 +486,21 @@ def render_image(
     _add_noise(np.random.default_rng(noise_seq), image)
     rows = _label_rows(placed, task, width, height)
     return image, rows
+
+
+def render_class_image(seed: np.random.SeedSequence | int, width: int, height: int, cls: int) -> np.ndarray:
+    """Render one BGR classification image of class ``cls``: the background of ``render_image`` with one large shape
+    of the class (its texture too, beyond the first len(SHAPES) classes) and sensor noise."""
+    seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    bg_seq, obj_seq, noise_seq = seq.spawn(3)
+    image = _background(np.random.default_rng(bg_seq), width, height)
+    short = min(width, height)
+    rng = np.random.default_rng(obj_seq)
+    obj = _place(rng, cls, (width, height), (short * 0.2, short * 0.4), CLASSIFY, [])
+    if obj is not None:
+        _paint(rng, image, obj)
+    _add_noise(np.random.default_rng(noise_seq), image)
+    return image
 
 
 def _background(rng: np.random.Generator, width: int, height: int) -> np.ndarray:

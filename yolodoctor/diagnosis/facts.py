@@ -251,6 +251,54 @@ CATALOGUE.update({
     "io.decode_ceiling_images_per_s": ("double", "check: images/s they can decode and resize"),
 })
 
+# What `yolodoctor check` reads of a classification folder (check/classify.py): its layout as Ultralytics'
+# check_cls_dataset and ClassificationDataset read it, and what a training would write into it.
+CATALOGUE.update({
+    "dataset.images.val": ("double", "check: validation images (a classification folder: those in val/, validation/ "
+                                     "or valid/, or the 20% a split copy would put there)"),
+    "dataset.images.test": ("double", "check: test images"),
+    "dataset.cls.folder": ("string", "check: the classification folder examined"),
+    "dataset.cls.has_train": ("bool", "check: it has a train/ folder (else Ultralytics copies its images into a new "
+                                      "FOLDER_split with train/ and val/)"),
+    "dataset.cls.split_folder": ("string", "check: that FOLDER_split folder"),
+    "dataset.cls.split_writable": ("bool", "check: the folder that would hold FOLDER_split is writable"),
+    "dataset.cls.val_split": ("string", "check: the folder the training validates on: val, validation, valid, test "
+                                        "or none"),
+    "dataset.cls.val_fallback": ("bool", "check: that is test/, which Ultralytics takes where val/, validation/ and "
+                                         "valid/ are missing"),
+    "dataset.cls.names": ("list", "check: the class names: every folder in train/, sorted, empty ones included"),
+    "dataset.cls.train_classes": ("string", "check: those names, written out (the first ten)"),
+    "dataset.cls.val_classes": ("string", "check: the class folders of the validation folder, written out"),
+    "dataset.cls.train_per_class": ("map", "check: train images per class"),
+    "dataset.cls.empty_classes": ("string", "check: train class folders with no image, written out"),
+    "dataset.cls.empty_class_count": ("double", "check: how many (each still counts in nc)"),
+    "dataset.cls.val_unknown": ("string", "check: validation class folders with images that train/ lacks"),
+    "dataset.cls.val_unknown_count": ("double", "check: how many (Ultralytics skips their images)"),
+    "dataset.cls.val_unknown_images": ("double", "check: the images in them"),
+    "dataset.cls.val_disjoint": ("bool", "check: no validation class folder is a train class (Ultralytics numbers "
+                                         "them in their own order: labels meaningless)"),
+    "dataset.cls.val_images_kept": ("double", "check: validation images Ultralytics keeps (in a train class)"),
+    "dataset.cls.val_missing": ("string", "check: train classes without a validation image, written out"),
+    "dataset.cls.val_missing_count": ("double", "check: how many"),
+    "dataset.cls.ignored_files": ("double", "check: files in the split folders Ultralytics does not read (another "
+                                            "extension, or outside the class folders)"),
+    "dataset.cls.ignored_examples": ("list", "check: the first of them (file, reason)"),
+    "dataset.cls.cache_files": ("string", "check: the .cache files Ultralytics writes its image scan to (beside the "
+                                          "split folders)"),
+    "dataset.cls.cache_writable": ("bool", "check: their folder is writable (else Ultralytics rescans at each start)"),
+    "dataset.cls.decoded_bytes_train": ("double", "check: bytes of the train images decoded at full resolution "
+                                                  "(height x width x 3)"),
+    "dataset.cls.decoded_bytes_val": ("double", "check: the same for the validation images Ultralytics keeps"),
+    "dataset.cls.npy_files": ("double", "check: .npy files cache='disk' writes (one beside each train and validation "
+                                        "image)"),
+    "dataset.cls.npy_bytes": ("double", "check: bytes they take"),
+    "dataset.cls.npy_unwritable": ("double", "check: image folders that are not writable (Ultralytics then turns the "
+                                             "disk cache off)"),
+    "dataset.cls.npy_unwritable_dirs": ("string", "check: those folders, written out"),
+    "cache.ram_peak": ("double", "check: classification's cache='ram' at its peak, while a split's decoded images are "
+                                 "copied into one buffer (Ultralytics has no RAM check for it)"),
+})
+
 # The items of list facts rules can evaluate one by one (`each`): field -> (type, meaning).
 ITEMS: dict[str, dict[str, tuple[str, str]]] = {
     "dataset.defects": {
