@@ -63,11 +63,13 @@ def check_interpreter(command: list[str]) -> None:
 
 
 def require_data(user: dict) -> None:
-    """KEY=VALUE mode: without data= Ultralytics trains on its own sample dataset (coco8.yaml, downloaded if missing),
-    which measures nothing of the user's training and, offline, fails."""
+    """KEY=VALUE mode: without data= Ultralytics trains on its own sample dataset (coco8.yaml; imagenet10 for
+    classification: cfg/__init__.py TASK2DATA; downloaded if missing), which measures nothing of the user's training
+    and, offline, fails."""
     if user.get("data") in (None, ""):
-        raise UsageError("give data=DATA.yaml, the dataset of the training to profile (without it Ultralytics would "
-                         "train on its 8-image sample dataset: data=coco8.yaml asks for that)")
+        raise UsageError("give data=DATA.yaml (data=FOLDER for a classification training), the dataset of the "
+                         "training to profile (without it Ultralytics would train on its own sample dataset: "
+                         "data=coco8.yaml asks for that)")
 
 
 def missing_model(model: str, offline: bool) -> str | None:
