@@ -38,6 +38,7 @@ def test_primary_findings_match_what_the_data_shows():
     assert "PR201" in [f["id"] for f in snapshot(PROFILES / "h200-fp32")]
     # the scenarios recorded after the rules were frozen (BENCHMARKS.md has what the frozen rules said)
     assert first["h200-png-1080p"] == "DL204"  # 61% wait, 82 ms to decode a 1080p PNG: cache='ram'
+    assert first["cpu-classify-png-decode"] == "DL204"  # classification: full-resolution cache fits, 16 ms decode
     assert first["h200-b128w16-cpu-saturated"] == "DL205"  # no wait, but 16 workers starve the training thread
     assert first["h200-yolo11x-autobatch90"] == "RN201"  # 50 steps cannot outlast 32 prefetched batches
     assert "MM204" not in [f["id"] for f in snapshot(PROFILES / "h200-yolo11x-autobatch90")]

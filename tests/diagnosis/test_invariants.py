@@ -113,3 +113,15 @@ def test_generated_whole_runs_with_pauses_hold_the_window_invariants(per_epoch, 
     assert window_violations(s, ev) == []
     if s["window"]["valid"]:
         assert s["window"]["stretches"] and s["window"]["first_step"] <= s["window"]["last_step"]
+
+
+def test_a_window_too_short_to_report_states_its_steps_without_claiming_their_rate():
+    # 21-step epochs behind a 64-batch queue: one settled step is left, and the summary reports the run's latter
+    # half instead, marked invalid (found by the generated runs above)
+    from fakes import epochs
+
+    from yolodoctor.record.summary import summarise
+
+    ev = epochs(21, 2, step_s=0.5, pause_s=0.0, ready=lambda e, i: max(63 - i, 0) if e else 0, fast_refill=21)
+    s = summarise(ev, {"workers": 16, "prefetch_factor": 4})
+    assert not s["window"]["valid"] and window_violations(s, ev) == []
