@@ -205,3 +205,37 @@ def test_diagnose_explain_leads_with_what_was_judged_in_units_and_groups_what_wa
     assert any(line.startswith("dataset.*: DS001 DS002") for line in rest.splitlines())  # one line for the group
     assert "not judged: this run has no" not in out
     assert len(rest.splitlines()) < 30  # about 70 rules not judged, grouped: a line per kind of fact lacking
+
+
+def test_a_rule_for_other_tasks_stays_silent_and_says_why():
+    from yolodoctor.diagnosis.engine import evaluate
+    from yolodoctor.diagnosis.rules import builtin_rules
+
+    facts = {"settings.cache_requested": "ram", "settings.mosaic": True, "settings.mosaic_buffer": False}
+    fired = {f.id for f in evaluate(builtin_rules(), facts)[0]}
+    assert "DL207" in fired  # a detection training whose cache turned the mosaic buffer off
+    found, outcomes = evaluate(builtin_rules(), {**facts, "settings.task": "classify"})
+    assert "DL207" not in {f.id for f in found}
+    o = next(o for o in outcomes if o.rule == "DL207")
+    assert o.state == "not-applicable" and o.words == ("does not apply: a classify training; it applies to detect, "
+                                                       "segment, pose, obb trainings")
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "yolodoctor", "diagnose",
+                        str(ROOT / "fixtures/profiles/cpu-classify-png-decode"), "--explain"], capture_output=True,
+                       text=True, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}, timeout=120)
+    section = p.stdout.partition("Not for this training's task")[2]
+    assert "DL207: a classify training; it applies to detect, segment, pose, obb trainings" in section
+
+
+def test_a_rule_names_only_ultralytics_tasks(tmp_path):
+    import pytest
+
+    from yolodoctor.diagnosis.rules import RuleError, load_rules
+
+    (tmp_path / "XX201-x.yaml").write_text(
+        "id: XX201\nname: x\ncategory: config\nseverity: info\ntasks: [detection]\nfacts: [run.batch]\n"
+        "condition: run.batch > 1.0\nmessage: m\ndocs: {what: w, why: y, fix: f}\n")
+    with pytest.raises(RuleError, match="unknown task"):
+        load_rules([tmp_path], builtin=False)

@@ -80,6 +80,11 @@ def _explain(out: Console, outcomes: list[Any]) -> None:
             out.print(f"{o.rule}: [dim]{cond}[/]" + (f" - {escape(vals)}" if vals else ""), highlight=False)
     for o in (o for o in outcomes if o.state == "error"):
         out.print(f"[yellow]{o.rule}: {escape(o.words)}[/]", highlight=False)
+    other = [o for o in outcomes if o.state == "not-applicable"]
+    if other:
+        out.rule("[bold]Not for this training's task")
+        for o in other:
+            out.print(f"{o.rule}: [dim]{escape(o.detail or '')}[/]", highlight=False)
     groups: dict[str, list[str]] = {}
     for o in (o for o in outcomes if o.state == "missing"):
         lacked = sorted({f.strip().split(".")[0] for f in (o.detail or "").split(",") if f.strip()})

@@ -29,7 +29,7 @@ class Outcome:
     """What one rule did: fired, was false, or stayed silent and why (for `diagnose --explain`)."""
 
     rule: str
-    state: str  # "fired" | "false" | "missing" | "error"
+    state: str  # "fired" | "false" | "missing" | "error" | "not-applicable"
     detail: str | None = None  # missing: the facts the run lacks; false: the condition and the values it read
     condition: str | None = None  # false: the condition that did not hold, on one line
     values: dict[str, Any] | None = None  # false: the facts it read, by name (for a report in units)
@@ -43,6 +43,8 @@ class Outcome:
             return f"silent: {self.detail}" if self.detail else "silent: its condition does not hold"
         if self.state == "error":
             return f"could not be judged: {self.detail}"
+        if self.state == "not-applicable":
+            return f"does not apply: {self.detail}"
         return "fired"
 
 
@@ -229,7 +231,12 @@ def _form(rule: Rule, cf: CompiledForm, facts: dict[str, Any]) -> tuple[list[Fin
 
 
 def evaluate_rule(c: Compiled, facts: dict[str, Any]) -> tuple[list[Finding], Outcome]:
-    """The rule's findings (one, or one per item with `each`): its own form first, then its other forms."""
+    """The rule's findings (one, or one per item with `each`): its own form first, then its other forms. A rule for
+    other tasks than the training's (``tasks``) stays silent."""
+    task = facts.get("settings.task") or facts.get("dataset.task")
+    if c.rule.tasks and isinstance(task, str) and task not in c.rule.tasks:
+        return [], Outcome(c.rule.id, "not-applicable", f"a {task} training; it applies to "
+                                                         f"{', '.join(c.rule.tasks)} trainings")
     first: Outcome | None = None
     for cf in c.forms:
         found, o = _form(c.rule, cf, facts)

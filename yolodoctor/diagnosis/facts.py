@@ -92,6 +92,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "settings.workers_asked": ("double", "workers in the run's args.yaml (before Ultralytics set 0 on the CPU)"),
     "settings.workers_why": ("string", "why the train loader ran fewer workers than asked"),
     "settings.cache_requested": ("string", "cache as asked: ram, disk or none"),
+    "settings.task": ("string", "the training's Ultralytics task: detect, segment, pose, obb or classify"),
     "settings.mosaic_buffer": ("bool", "mosaic picks its other images from the recent-images buffer (off with "
                                        "cache='ram')"),
     "settings.cuda_launch_blocking": ("bool", "CUDA_LAUNCH_BLOCKING=1 in the training's environment"),
@@ -532,7 +533,7 @@ def _settings_facts(f: dict[str, Any], st: dict[str, Any]) -> None:
     cache = st.get("cache_requested")
     if "cache_requested" in st:
         _put(f, "settings.cache_requested", cache or "none")
-    for key in ("mosaic_buffer", "anomaly_detection"):
+    for key in ("mosaic_buffer", "anomaly_detection", "task"):
         _put(f, f"settings.{key}", st.get(key))
     if "cuda_launch_blocking" in st:
         _put(f, "settings.cuda_launch_blocking", str(st.get("cuda_launch_blocking") or "0").strip() == "1")

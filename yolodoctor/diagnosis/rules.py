@@ -28,6 +28,9 @@ A rule file:
       safety: safe
       changes_training: false
       seconds_saved_per_epoch: "run.epoch_s * 0.5"
+    tasks: [detect, segment, pose, obb]   # optional: the tasks it applies to (default all); for a training of
+                                          # another task (settings.task, dataset.task) it stays silent, and
+                                          # `diagnose --explain` says why
     docs:
       what: What it detects.
       why: Why it matters.
@@ -133,6 +136,7 @@ Severity = Literal["info", "warning", "error"]
 Evidence = list[str] | dict[str, Any] | str | None
 
 
+TASKS = ("detect", "segment", "pose", "obb", "classify")  # Ultralytics' tasks, for a rule's `tasks`
 BOUND = "bound"  # the category of the rules that name what bounds the step (presentation/verdict.py reads them)
 
 
@@ -195,7 +199,15 @@ class Rule(Form):
     severity: Severity
     docs: Docs
     forms: list[Form] = Field(default_factory=list)
+    tasks: list[str] = Field(default_factory=list)  # the Ultralytics tasks it applies to (none listed: every task)
     source: str = ""  # the file it came from (set by the loader)
+
+    @field_validator("tasks")
+    @classmethod
+    def _tasks(cls, v: list[str]) -> list[str]:
+        if unknown := [t for t in v if t not in TASKS]:
+            raise ValueError(f"unknown task(s) {', '.join(unknown)}: choose among {', '.join(TASKS)}")
+        return v
 
     @field_validator("id")
     @classmethod
