@@ -55,3 +55,34 @@ def test_grad_scale_reads_the_fp16_scaler_and_counts_its_halvings():
             raise RuntimeError("gone")
 
     assert grad_scale(types.SimpleNamespace(scaler=Broken())) is None
+
+
+def test_a_classification_dataset_reads_its_own_cache_flags_and_has_no_mosaic():
+    # ClassificationDataset (ultralytics/data/dataset.py) has cache_ram / cache_disk and no cache, close_mosaic or
+    # transforms; its trainer's args still carry mosaic=1.0 and close_mosaic=10, unused
+    from types import SimpleNamespace
+
+    from yolodoctor.profiling.recorder import _cache_active, _mosaic_buffer, _mosaic_on
+
+    cls_ds = SimpleNamespace(cache_ram=True, cache_disk=False, torch_transforms=None)
+    args = SimpleNamespace(mosaic=1.0, close_mosaic=10)
+    trainer = SimpleNamespace(args=args, epoch=0, epochs=100, train_loader=SimpleNamespace(dataset=cls_ds))
+    assert _cache_active(cls_ds) == "ram" and not _mosaic_on(trainer) and _mosaic_buffer(cls_ds) is None
+    assert _cache_active(SimpleNamespace(cache_ram=False, cache_disk=True)) == "disk"
+    assert _cache_active(SimpleNamespace(cache_ram=False, cache_disk=False)) is None
+    det_ds = SimpleNamespace(cache="ram", close_mosaic=lambda hyp: None, transforms=None)
+    det = SimpleNamespace(args=args, epoch=0, epochs=100, train_loader=SimpleNamespace(dataset=det_ds))
+    assert _cache_active(det_ds) == "ram" and _mosaic_on(det)  # detection: as before
+
+
+def test_classifications_own_messages_are_recorded():
+    # the messages Ultralytics 8.4 logs for a classification folder (data/dataset.py, data/utils.py, data/split.py)
+    from yolodoctor.profiling.ultralytics_log import classify
+
+    assert classify("val: Skipping 3 samples from classes the model lacks: ['x']") == (
+        "cls_classes_skipped", ["3", "['x']"])
+    assert classify("train: Skipping caching images to disk, directory not writable")[0] == "cache_disk_refused"
+    assert classify("Splitting /d (3 classes) into 80% train, 20% val...") == ("cls_split_copied", ["/d (3 classes)",
+                                                                                                    "80"])
+    assert classify("val: /d/val... found 6 images in 2 classes (requires 3 classes, not 2)")[0] == \
+        "cls_classes_mismatch"
