@@ -131,6 +131,8 @@ def test_html_report(tmp_path):
     for title in ("Step time", "Data wait per step", "GPU utilisation"):
         assert re.search(rf"<svg[^>]*><title>{title}", text), title
     assert text.count("<polyline") == 6  # both runs on each plot
+    assert not re.search(r">\d(\.\d+)?e[-+]\d+<", text)  # axis ticks without exponents (2e-04 s read as nothing)
+    assert "rotate(-90)\" text-anchor=\"middle\">ms<" in text  # step time and data wait in ms
     assert "DL201" in text and "LA201" in text
     assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in text
 

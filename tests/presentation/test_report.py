@@ -86,3 +86,11 @@ def test_a_fix_with_nothing_to_change_is_printed_as_a_note_not_a_fix():
     text = con.export_text()
     assert "note: custom callbacks should avoid .item()" in text and "fix: custom" not in text
     assert "fix: workers=5" in text
+
+
+@pytest.mark.parametrize("v,text", [(0.0002, "0.0002"), (0.25, "0.25"), (0.0, "0"), (12.5, "12.5"), (10000.0, "10000"),
+                                    (2500.0, "2500")])
+def test_chart_ticks_read_without_exponents(v, text):
+    from yolodoctor.presentation.html import _tick_label
+
+    assert _tick_label(v) == text

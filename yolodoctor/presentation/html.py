@@ -65,7 +65,8 @@ def write_html(path: str | Path, cmp: Comparison) -> None:
 # --- series -----------------------------------------------------------------------------------------------------
 
 def series(d: Diagnosis) -> dict[str, Any]:
-    """Per-step time and data wait against the step index, NVML utilisation against seconds since the first step."""
+    """Per-step time and data wait (in ms) against the step index, NVML utilisation against seconds since the first
+    step."""
     from yolodoctor.record.profile import run_file
 
     num = (int, float)
@@ -76,8 +77,8 @@ def series(d: Diagnosis) -> dict[str, Any]:
     for i, e in enumerate(steps):
         n = e.get("n", e.get("step", i))
         wait = e.get("wait") if isinstance(e.get("wait"), (int, float)) else 0.0
-        out["step"].append((n, e["t1"] - e["t0"] + wait))
-        out["wait"].append((n, wait))
+        out["step"].append((n, 1000 * (e["t1"] - e["t0"] + wait)))
+        out["wait"].append((n, 1000 * wait))
     if steps:
         start, end = steps[0]["t0"], steps[-1]["t1"]
         for s in read_events(run_file(d.run_dir, d.profile, "samples", "samples.jsonl")):
@@ -112,7 +113,10 @@ def robust_top(all_series: list[list[tuple[float, float]]]) -> float:
 
 
 def _tick_label(v: float) -> str:
-    return f"{v:g}" if abs(v) >= 0.01 or v == 0 else f"{v:.0e}"
+    """A tick as a person reads it: no exponent (0.0002, not 2e-04), at most 4 significant digits."""
+    if abs(v) < 1:
+        return f"{v:.4f}".rstrip("0").rstrip(".")
+    return f"{v:.0f}" if v == int(v) else f"{v:.4g}"
 
 
 def svg_plot(title: str, lines: list[tuple[str, str, list[tuple[float, float]]]], xlabel: str, ylabel: str,
@@ -218,10 +222,10 @@ def render_html(cmp: Comparison) -> str:
         return [(labels[0], COLORS[0], sa[key]), (labels[1], COLORS[1], sb[key])]
 
     plots = [
-        svg_plot("Step time (data wait + compute)", lines("step"), "step", "seconds",
-                 robust_top([sa["step"], sb["step"]]), " s", vl),
-        svg_plot("Data wait per step", lines("wait"), "step", "seconds",
-                 robust_top([sa["wait"], sb["wait"]]), " s", vl),
+        svg_plot("Step time (data wait + compute)", lines("step"), "step", "ms",
+                 robust_top([sa["step"], sb["step"]]), " ms", vl),
+        svg_plot("Data wait per step", lines("wait"), "step", "ms",
+                 robust_top([sa["wait"], sb["wait"]]), " ms", vl),
         svg_plot("GPU utilisation (NVML, device-wide)", lines("util"), "seconds since the first step", "%",
                  100.0, " %"),
     ]
