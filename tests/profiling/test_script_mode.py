@@ -224,3 +224,37 @@ def test_a_rank_that_runs_out_of_memory_is_the_reason_not_the_others_broken_conn
     prof = record.load(out)
     assert prof.status == "incomplete" and prof.reason.startswith("out-of-memory"), prof.reason
     assert p.returncode == 1  # a failed training, not a Ctrl-C: fix rejects the trial and goes on
+
+
+@pytest.fixture(scope="module")
+def cls_dataset(tmp_path_factory):
+    from yolodoctor.datasets.synth import make_classify_dataset
+
+    d = tmp_path_factory.mktemp("cls") / "ds"
+    make_classify_dataset(d, images=24, val_images=3, width=64, height=48)
+    return d
+
+
+def test_a_classification_script_and_a_notebook_are_recorded_with_classifications_own_dataset(cls_dataset, tmp_path):
+    # script mode: the dataset the script opened is checked after the run (a folder, not a data.yaml); attach:
+    # the same recorder. Both read ClassificationDataset's cache flags and find no mosaic.
+    import json
+
+    script = SCRIPTS / "train_classify.py"
+    p, out = profile(tmp_path, sys.executable, script, cls_dataset, tmp_path / "ul")
+    assert p.returncode == 0, p.stderr[-2000:]
+    prof = record.load(out)
+    st = prof.settings
+    assert st["task"] == "classify" and st["cache"] == "ram" and st["mosaic"] is False, st
+    assert prof.check_facts["dataset.task"] == "classify" and prof.check_facts["dataset.images"] == 27
+    d = subprocess.run([sys.executable, "-m", "yolodoctor", "diagnose", str(out), "--json"], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "YOLO_OFFLINE": "1"})
+    ids = [f["id"] for f in json.loads(d.stdout)["findings"]]
+    assert d.returncode == 0 and "DL207" not in ids and "MM101" not in ids, ids
+    nb = tmp_path / "nb"
+    a = subprocess.run([sys.executable, script, cls_dataset, tmp_path / "ul2", nb], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path, env={**os.environ, "YOLO_OFFLINE": "1", "PYTHONPATH": str(ROOT)})
+    assert a.returncode == 0, a.stderr[-2000:]
+    att = record.load(nb)
+    assert att.mode == "attach" and att.status == "complete" and att.settings["cache"] == "ram"
+    assert att.settings["task"] == "classify" and att.settings["mosaic"] is False
