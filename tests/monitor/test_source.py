@@ -103,7 +103,7 @@ def test_live_window_facts_match_diagnosis_live(window, rules, recorded, first_s
     assert 0 < len(state.steps) < sum(e["type"] == "step" for e in events)  # only the window is kept
 
 
-@pytest.mark.parametrize("name", ["h200-defaults", "h200-workers0"])
+@pytest.mark.parametrize("name", ["h200-defaults", "h200-workers0", "cpu-classify-png-decode"])
 def test_replay_ends_with_the_runs_diagnosis(rules, name):
     src = ReplaySource(PROFILES / name, rules=rules, speed=5.0)
     snaps = []
