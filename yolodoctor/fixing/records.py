@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from yolodoctor.fixing.parity import LossParity
 from yolodoctor.fixing.planner import Change
@@ -12,7 +12,17 @@ from yolodoctor.profiling import hostprobe
 
 if TYPE_CHECKING:
     from yolodoctor.fixing.budget import Estimate
-    from yolodoctor.fixing.judge import Noise
+
+
+class PooledNoise(Protocol):
+    """The machine's run-to-run noise in a set of trials (fixing/judge.Noise): the repeats' pooled relative standard
+    deviation and its degrees of freedom."""
+
+    @property
+    def deviation(self) -> float | None: ...
+
+    @property
+    def df(self) -> int: ...
 
 
 @dataclass
@@ -62,7 +72,7 @@ class TrialReport:
     verdicts: list[CandidateVerdict]
     baseline_spread: float | None
     kept: list[Change]
-    noise: Noise | None = None  # the machine's run-to-run noise in these trials
+    noise: PooledNoise | None = None  # the machine's run-to-run noise in these trials
     wall_s: float | None = None  # the trials' wall time, first start to last end
     estimate: Estimate | None = None  # what verify was expected to cost, and what was skipped
 
@@ -84,6 +94,7 @@ class TrialReport:
         return {"runs": [{k: v for k, v in asdict(r).items() if k != "loss_curve"} for r in self.runs],
                 "verdicts": [asdict(v) for v in self.verdicts],
                 "baseline_spread": self.baseline_spread, "host_spread": self.host_spread,
-                "noise": asdict(self.noise) if self.noise else None, "kept": [c.to_dict() for c in self.kept],
+                "noise": {"deviation": self.noise.deviation, "df": self.noise.df} if self.noise else None,
+                "kept": [c.to_dict() for c in self.kept],
                 "fixed_cost": self.fixed_cost(), "wall_s": self.wall_s,
                 "estimate": self.estimate.to_dict() if self.estimate is not None else None}
