@@ -76,7 +76,7 @@ def series(d: Diagnosis) -> dict[str, Any]:
                            "first_step": ((d.profile.summary or {}).get("window") or {}).get("first_step")}
     for i, e in enumerate(steps):
         n = e.get("n", e.get("step", i))
-        wait = e.get("wait") if isinstance(e.get("wait"), (int, float)) else 0.0
+        wait = float(e["wait"]) if isinstance(e.get("wait"), (int, float)) else 0.0
         out["step"].append((n, 1000 * (e["t1"] - e["t0"] + wait)))
         out["wait"].append((n, 1000 * wait))
     if steps:
