@@ -145,3 +145,9 @@ def test_a_rolled_back_apply_and_a_window_that_is_not_steady_are_said_not_hidden
 def test_measured_stage_costs_are_kept_with_the_scenarios():
     costed = [s for s in sc.load() if s.get("cost_s")]
     assert costed and all(set(s["cost_s"]) == set(sc.STAGES) for s in costed)
+
+
+def test_benchmarks_shows_the_matrix_as_its_results_give_it(capsys):
+    sc.report(sc.RESULTS)
+    table = capsys.readouterr().out.strip().split("\n\n")[0]
+    assert table.count("\n") >= 3 and table in (ROOT / "BENCHMARKS.md").read_text()
