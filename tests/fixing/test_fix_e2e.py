@@ -38,9 +38,9 @@ def profile_then_fix(tmp_path, data, train: list[str], tried: str) -> tuple[dict
 def test_fix_verify_apply_keeps_the_cache_and_rejects_what_does_not_help(tmp_path):
     from yolodoctor.datasets.synth import make_dataset
 
-    data = make_dataset(tmp_path / "png", images=96, val_images=4, image_format="png", width=1280, height=960
+    data = make_dataset(tmp_path / "png", images=96, val_images=4, image_format="png", width=960, height=720
                         ).yaml_path
-    prof, doc = profile_then_fix(tmp_path, data, ["imgsz=64", "batch=8", "epochs=6"], "workers=2")
+    prof, doc = profile_then_fix(tmp_path, data, ["imgsz=64", "batch=8", "epochs=4"], "workers=2")
     assert "DL204" in [f["id"] for f in prof["findings"]]  # decode-bound, cache fits
     v = {x["candidate"]: x for x in doc["trials"]["verdicts"]}
     assert v["cache=ram"]["kept"] and v["cache=ram"]["gain"] > 0.5, v
@@ -87,7 +87,7 @@ def test_a_decode_bound_script_gets_the_cache_planned_kept_and_applied(tmp_path)
     # dataset it opened is checked after it (the decode sample, the cache's RAM fit), so DL204 fires as in args mode
     from yolodoctor.datasets.synth import make_dataset
 
-    data = make_dataset(tmp_path / "png", images=96, val_images=4, image_format="png", width=1280, height=960
+    data = make_dataset(tmp_path / "png", images=96, val_images=4, image_format="png", width=960, height=720
                         ).yaml_path
     env = {**os.environ, "YOLO_OFFLINE": "1"}
     env.pop("YOLO_VERBOSE", None)  # as a user's shell has it: the training's output goes to output.log
