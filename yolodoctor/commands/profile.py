@@ -22,10 +22,10 @@ SUMMARY = [
 ]
 
 
-def flat(p: Profile) -> dict:
-    d = {"status": p.status, "reason": p.reason}
+def flat(p: Profile) -> dict[str, Any]:
+    d: dict[str, Any] = {"status": p.status, "reason": p.reason}
     d.update({f"summary.{k}": v for k, v in p.summary.items()})
-    d.update({f"settings.{k}": v for k, v in p.settings.items()})
+    d.update({f"settings.{k}": v for k, v in dict(p.settings).items()})
     d.update({f"loader_capacity.{k}": v for k, v in (p.loader_capacity or {}).items()})
     d.update({f"trace.{k}": v for k, v in ((p.trace or {}).get("summary") or {}).items()})
     for r in p.ranks or []:  # DDP: the ranks side by side, each over its own steady window

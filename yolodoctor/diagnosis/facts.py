@@ -21,6 +21,7 @@ from yolodoctor.numbers import is_finite as _num
 from yolodoctor.record import stretches
 from yolodoctor.record.events import read_events
 from yolodoctor.record.profile import Profile, run_file
+from yolodoctor.record.settings import Settings, as_settings
 
 # name: (type, meaning)
 CATALOGUE: dict[str, tuple[str, str]] = {
@@ -438,14 +439,14 @@ def _pause_facts(f: dict[str, Any], s: dict[str, Any]) -> None:
         f["run.epoch_wall_s"] = f["run.epoch_s"] + (ends if _num(ends) else 0.0)
 
 
-def _rank_facts(f: dict[str, Any], ranks: list[dict] | None, st: dict[str, Any]) -> None:
+def _rank_facts(f: dict[str, Any], ranks: list[dict] | None, st: Settings) -> None:
     """A DDP training's ranks (record/ranks.py): who waits longest for data, and by how much beyond the others."""
     every = [r for r in ranks or [] if isinstance(r, dict)]
     rows = [r for r in every if _num(r.get("wait_s_median"))]
     if len(every) >= 2:
         f["ranks.count"] = float(len(every))
-        if _num(st.get("batch")):
-            f["ranks.batch_per_rank"] = st["batch"] / len(every)
+        if _num(batch := st.get("batch")):
+            f["ranks.batch_per_rank"] = batch / len(every)
     if len(rows) < 2:
         return
     slow = max(rows, key=lambda r: r["wait_s_median"])
@@ -474,7 +475,7 @@ def live(run_dir: str | Path, window_s: float = 30.0, now: float | None = None) 
     run = Path(run_dir)
     events = list(read_events(run / EVENTS))
     samples = list(read_events(run / SAMPLES))
-    settings = next((e.get("settings") or {} for e in reversed(events) if e.get("type") == "settings"), {})
+    settings = as_settings(next((e.get("settings") for e in reversed(events) if e.get("type") == "settings"), None))
     steps = [e for e in events if e.get("type") == "step"]
     if not steps:
         return {}
@@ -516,7 +517,7 @@ def _trace_facts(f: dict[str, Any], t: dict[str, Any]) -> None:
         _put(f, "trace.syncs_per_step", sum(v for k, v in syncs.items() if k != "aten::item" and _num(v)))
 
 
-def _settings_facts(f: dict[str, Any], st: dict[str, Any]) -> None:
+def _settings_facts(f: dict[str, Any], st: Settings) -> None:
     """What Ultralytics changed or decided silently, from the effective settings."""
     amp = st.get("amp_requested")
     if amp is not None:
@@ -539,7 +540,7 @@ def _settings_facts(f: dict[str, Any], st: dict[str, Any]) -> None:
         _put(f, "settings.cuda_launch_blocking", str(st.get("cuda_launch_blocking") or "0").strip() == "1")
 
 
-def _log_facts(f: dict[str, Any], events: list[dict], st: dict[str, Any]) -> None:
+def _log_facts(f: dict[str, Any], events: list[dict], st: Settings) -> None:
     """What Ultralytics only logged (profiling/ultralytics_log.py records it)."""
     logs = [e for e in events if e.get("type") == "ultralytics_log" and isinstance(e.get("kind"), str)]
     kinds = {e["kind"]: e for e in logs}

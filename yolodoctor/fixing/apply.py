@@ -10,15 +10,16 @@ from yolodoctor.record.rundir import fresh_dir
 
 if TYPE_CHECKING:
     from yolodoctor.fixing.planner import Change
+    from yolodoctor.record.settings import Settings
 
 
-def planned_images(settings: dict[str, Any]) -> float | None:
+def planned_images(settings: Settings) -> float | None:
     """The images the user's training processes: epochs x images per epoch, from its effective settings."""
     e, n = settings.get("epochs"), settings.get("images_per_epoch")
     return float(e * n) if isinstance(e, (int, float)) and isinstance(n, (int, float)) and e > 0 and n > 0 else None
 
 
-def seed_of(settings: dict[str, Any], args: dict[str, Any]) -> int:
+def seed_of(settings: Settings, args: dict[str, Any]) -> int:
     """The training's seed: as it ran, else as asked, else Ultralytics' default 0."""
     for v in (settings.get("seed"), args.get("seed")):
         if v is None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from yolodoctor.fixing.candidates import Candidate
 from yolodoctor.record import bounds
+from yolodoctor.record.settings import Settings
 
 SHARE = 0.25  # for a training of MIN_EPOCHS or more, verify may cost this share of what the plan can save
 MIN_EPOCHS = 10
@@ -68,7 +69,7 @@ def default_budget(saving: float | None, epochs: float | None, epoch_s: float | 
     return None, None
 
 
-def trial_seconds(cand: Candidate, summary: dict[str, Any], settings: dict[str, Any], loader_s: float = 0.0) -> float:
+def trial_seconds(cand: Candidate, summary: dict[str, Any], settings: Settings, loader_s: float = 0.0) -> float:
     """One trial of ``cand``: the profile's fixed part (less ``loader_s``, its timing of the loader alone, which trials
     skip) plus its default steps at the profile's step time."""
     ph = summary.get("phases") or {}
@@ -82,7 +83,7 @@ def trial_seconds(cand: Candidate, summary: dict[str, Any], settings: dict[str, 
     return fixed + steps * step * max(1.0, batch / batch0)
 
 
-def estimate(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings: dict[str, Any],
+def estimate(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings: Settings,
              saving: float | None, loader_s: float = 0.0) -> Estimate:
     per = {c.name: trial_seconds(c, summary, settings, loader_s) for c in cands}
     # the first rounds for all; the extra repeats (at most max_reps - reps) counted for the undecided half of them
@@ -90,7 +91,7 @@ def estimate(cands: list, reps: int, max_reps: int, summary: dict[str, Any], set
     return Estimate(len(cands) * reps, sum(per.values()) * reps + extra, per, saving)
 
 
-def fit(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings: dict[str, Any],
+def fit(cands: list, reps: int, max_reps: int, summary: dict[str, Any], settings: Settings,
         saving: float | None, budget: float | None, loader_s: float = 0.0) -> tuple[list, int, Estimate]:
     """The candidates and max_reps that fit ``budget`` seconds (None: no budget), with the estimate of that design
     and what was skipped."""

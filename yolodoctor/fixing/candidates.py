@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from yolodoctor.fixing.planner import LOADER_REASON, LOADER_SIDE, Change, ChangeSet, Plan, accumulate, requirements
+from yolodoctor.record.settings import Settings
 
 
 @dataclass
@@ -100,7 +101,7 @@ def same_changes(a: list[Change], b: list[Change]) -> bool:
     return len(a) == len(b) and all(any(x is y for y in b) for x in a)
 
 
-def mismatches(asked: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+def mismatches(asked: dict[str, Any], settings: Settings) -> list[str]:
     """What ran differently from what was asked (read off the trial's effective settings)."""
     out = []
     if "batch" in asked and isinstance(asked["batch"], int) and asked["batch"] > 0 and settings.get("batch") and \

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from yolodoctor.errors import UsageError
 from yolodoctor.record.rundir import fresh_dir, latest_run
+from yolodoctor.record.settings import as_settings
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from yolodoctor.fixing.planner import Change, Plan
     from yolodoctor.fixing.records import TrialReport
     from yolodoctor.profiling.watch import RunProgress
+    from yolodoctor.record.settings import Settings
 
 
 @dataclass
@@ -159,7 +161,7 @@ def _add_tries(p: Plan, d: Diagnosis, o: FixOptions) -> None:
         raise UsageError(f"--try compile=reduce-overhead: {why}; try it with batch={nbs:.0f}")
 
 
-def user_candidates(words: list[str], settings: dict[str, Any]) -> list[Change]:
+def user_candidates(words: list[str], settings: Settings) -> list[Change]:
     """--try KEY=VALUE: the user's own candidates, verified like the planner's (safe only if on the allow-list)."""
     from yolodoctor import trainargs
     from yolodoctor.fixing.planner import ALLOWED, Change, mark_training_change
@@ -184,7 +186,7 @@ def verify_plan(replay: dict[str, Any], plan: Plan, profile: Any, run_dir: Path,
     from yolodoctor.profiling.watch import watching
 
     err = err or stderr_console()
-    st = profile.settings or {}
+    st = as_settings(profile.settings)
     total = len(cands) * reps
     seen: list[str] = []
     with status(err, "verifying: starting the first trial") as update:
@@ -247,7 +249,7 @@ def design(cands: list[Candidate], reps: int, max_reps: int, profile: Any, plan:
 
     from yolodoctor.fixing.budget import default_budget, fit
 
-    st = profile.settings or {}
+    st = as_settings(profile.settings)
     saving = plan.run_saving()["planned_run_upper_bound"]
     epochs = st.get("epochs") or plan.epochs
     target, cap = (budget, budget) if budget is not None else default_budget(saving, epochs, plan.epoch_s)

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from yolodoctor.findings import Finding
+from yolodoctor.record.settings import Settings
 
 MEMORY_CEILING = 0.8
 # changes that move the loader's ceiling, not the GPU side's; "val" moves neither (it is not in a steady window)
@@ -146,7 +147,7 @@ def mark_training_change(c: Change, nbs: float | None) -> Change:
     return c
 
 
-def _nbs(facts: dict[str, Any], settings: dict[str, Any]) -> float:
+def _nbs(facts: dict[str, Any], settings: Settings) -> float:
     return facts.get("settings.nbs") or settings.get("nbs") or 64
 
 
@@ -157,7 +158,7 @@ def _queue_fits(workers: float, batch: Any, facts: dict[str, Any]) -> bool:
     return not (batch and imgsz and shm and workers * PREFETCH_FACTOR * batch * imgsz * imgsz * 3 > shm)
 
 
-def _current(kind: str, key: str, settings: dict[str, Any], args: dict[str, Any]) -> Any:
+def _current(kind: str, key: str, settings: Settings, args: dict[str, Any]) -> Any:
     if kind == "args":
         if key in args:
             return args[key]
@@ -170,7 +171,7 @@ def _current(kind: str, key: str, settings: dict[str, Any], args: dict[str, Any]
     return None
 
 
-def plan(findings: list[Finding], facts: dict[str, Any], settings: dict[str, Any], args: dict[str, Any] | None = None,
+def plan(findings: list[Finding], facts: dict[str, Any], settings: Settings, args: dict[str, Any] | None = None,
          *, allow_unsafe: bool = False) -> Plan:
     args = args or {}
     p = Plan(epochs=facts.get("run.epochs"), epoch_s=facts.get("run.epoch_s"), nbs=_nbs(facts, settings))
@@ -238,7 +239,7 @@ def _compile_without_determinism(p: Plan) -> None:
                     "autotunes them")
 
 
-def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -> None:
+def _loader_keeps_up(p: Plan, facts: dict[str, Any], settings: Settings) -> None:
     """The plan's changes can lift the GPU side above what the loader delivers: at batch 16 the H200 defaults are
     host-bound with no data wait, and batch 64 then meets the 8 workers' ~550 images/s (27% data wait after fix
     --apply). Where the throughput the plan projects (images per epoch / (epoch time - the largest estimated saving))
@@ -297,7 +298,7 @@ def effective_batch(nbs: float, batch: float) -> float:
     return batch * accumulate(nbs, batch)
 
 
-def cuda_graphs_refusal(p: Plan, facts: dict[str, Any], settings: dict[str, Any]) -> str | None:
+def cuda_graphs_refusal(p: Plan, facts: dict[str, Any], settings: Settings) -> str | None:
     """Why the plan's compile='reduce-overhead' would crash (gradient accumulation at the planned batch), or None."""
     if not any(c.kind == "args" and c.key == "compile" and c.after == "reduce-overhead" for c in p.changes):
         return None
@@ -313,7 +314,7 @@ def cuda_graphs_refusal(p: Plan, facts: dict[str, Any], settings: dict[str, Any]
     return None
 
 
-def _cuda_graphs_without_accumulation(p: Plan, facts: dict[str, Any], settings: dict[str, Any],
+def _cuda_graphs_without_accumulation(p: Plan, facts: dict[str, Any], settings: Settings,
                                       args: dict[str, Any]) -> None:
     ro = next((c for c in p.changes if c.kind == "args" and c.key == "compile" and c.after == "reduce-overhead"),
               None)
@@ -403,7 +404,7 @@ def _refuse_arg(c: Change, facts: dict[str, Any], allow_unsafe: bool, proposals:
     return None
 
 
-def _refuse(c: Change, facts: dict[str, Any], settings: dict[str, Any], allow_unsafe: bool,
+def _refuse(c: Change, facts: dict[str, Any], settings: Settings, allow_unsafe: bool,
             proposals: dict) -> str | None:
     why = _refuse_arg(c, facts, allow_unsafe, proposals) if c.kind == "args" else None
     if why is not None:

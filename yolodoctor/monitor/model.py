@@ -22,6 +22,7 @@ from yolodoctor.findings import Finding, ranked
 from yolodoctor.numbers import as_number as _num
 from yolodoctor.record import ranks
 from yolodoctor.record.profile import Profile
+from yolodoctor.record.settings import Settings, as_settings
 from yolodoctor.record.summary import summarise_train
 
 HISTORY = 60  # points per graph: one per refresh that brought data
@@ -52,7 +53,7 @@ class Snapshot:
     sample: dict | None  # the latest sample
     history: dict[str, list[float]]
     train: dict[str, Any]  # the latest step and the window's figures
-    settings: dict[str, Any]  # the effective settings Ultralytics ran with
+    settings: Settings  # the effective settings Ultralytics ran with
     spec: dict[str, Any]  # what was asked (spec.json)
     findings: list[Finding]
     final: bool = False  # findings are the finished run's diagnosis, not the live window's
@@ -100,7 +101,7 @@ class LiveState:
         self.last_step: dict | None = None
         self.untraced: list[dict] = []  # the first and the last step outside the trace window
         self.epoch_t: float | None = None  # when the latest epoch started
-        self.settings: dict[str, Any] = {}
+        self.settings: Settings = as_settings(None)
         self.spec: dict[str, Any] = {}
         self.history: dict[str, deque] = {k: deque(maxlen=HISTORY) for k in SERIES}
         self.facts: dict[str, Any] = {}
@@ -123,7 +124,7 @@ class LiveState:
             else:
                 self.events.append(e)
                 if e.get("type") == "settings":
-                    self.settings = e.get("settings") or {}
+                    self.settings = as_settings(e.get("settings"))
                 elif e.get("type") == "epoch_start":
                     self.epoch_t = e.get("t")
         new_samples = []
@@ -255,6 +256,6 @@ class LiveState:
         self.seq += 1
         findings = self.final if self.final is not None else ranked(self.engine.active.values())
         return Snapshot(self.seq, self.label, self.start, self.last_sample,
-                        {k: list(v) for k, v in self.history.items()}, self.training(), dict(self.settings),
+                        {k: list(v) for k, v in self.history.items()}, self.training(), as_settings(self.settings),
                         dict(self.spec), list(findings), final=self.final is not None, ended=self.ended,
                         waiting=waiting)

@@ -30,6 +30,7 @@ from yolodoctor.record.rundir import (
     reserve_space,
     write_json_atomic,
 )
+from yolodoctor.record.summary import settings_of
 from yolodoctor.ulenv import users_env
 
 if TYPE_CHECKING:
@@ -222,8 +223,7 @@ def finalise(run: Path, profile: Profile, returncode: int | None, interrupted: l
     if rows:
         profile.ranks = rows
     main = profile.summary.get("train_index", 0)
-    profile.settings = next((e.get("settings") or {} for e in events
-                             if e.get("type") == "settings" and e.get("train_index", 0) == main), {})
+    profile.settings = settings_of(events, main)
     profile.trace = _last(events, "trace")
     profile.loader_capacity = _last(events, "loader_capacity")
     if profile.trace and profile.trace.get("file"):

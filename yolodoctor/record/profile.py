@@ -34,12 +34,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, ValidationError
 
 from yolodoctor.errors import InputError
 from yolodoctor.record.rundir import not_a_run_dir, open_regular, write_json_atomic
+from yolodoctor.record.settings import Settings
 from yolodoctor.version import SCHEMA, __version__
 
 PROFILE = "profile.json"
@@ -80,7 +81,10 @@ class Profile(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     command: list[str] | None = None
     steps_limit: int | None = None
-    settings: dict[str, Any] = Field(default_factory=dict)
+    # typed for the code that reads it (record/settings.py); stored and read back as the JSON object it is, whatever
+    # keys and values another version wrote
+    settings: Annotated[Settings, PlainValidator(lambda v: dict(v or {})), PlainSerializer(dict)] = Field(
+        default_factory=lambda: Settings())
     summary: dict[str, Any] = Field(default_factory=dict)
     trace: dict[str, Any] | None = None
     loader_capacity: dict[str, Any] | None = None

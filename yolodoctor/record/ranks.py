@@ -17,6 +17,7 @@ from typing import Any
 from yolodoctor.record import stretches
 from yolodoctor.record.events import read_events
 from yolodoctor.record.profile import EVENTS
+from yolodoctor.record.settings import Settings
 from yolodoctor.record.summary import settings_of, steps_of, summarise_train
 
 RANK_STREAM = re.compile(r"^events-rank(\d+)\.jsonl(?:\.gz)?$")
@@ -82,7 +83,7 @@ def summarise(run: str | Path, samples: list[dict] | None = None, read: dict[int
     return rows
 
 
-def row(rank: int, pid: int | None, steps: list[dict], settings: dict[str, Any], samples: list[dict],
+def row(rank: int, pid: int | None, steps: list[dict], settings: Settings, samples: list[dict],
         whole: bool = False) -> dict[str, Any]:
     """One rank's row from its steps (``whole``: they are the window, as in a live run's rolling window) and the
     sampler's records of its processes over that window."""

@@ -7,13 +7,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from yolodoctor.record import bounds, stretches
+from yolodoctor.record.settings import Settings
 
 
 def steps_of(events: Iterable[dict]) -> list[dict]:
     return [e for e in events if e.get("type") == "step"]
 
 
-def summarise(events: list[dict], settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def summarise(events: list[dict], settings: Settings | None = None) -> dict[str, Any]:
     """The summary of the longest train() call of the run (a program may train several times), with the others
     under ``per_train``."""
     trains = sorted({e.get("train_index", 0) for e in steps_of(events)})
@@ -39,17 +40,20 @@ def _recorder_cost(events: list[dict], train_index: int) -> dict[str, Any]:
     return {"recorder_us_per_step": 1e6 * end["recorder_s"] / end["steps"]} if end else {}
 
 
-def settings_of(events: list[dict], train_index: int = 0) -> dict[str, Any]:
-    return next((e.get("settings") or {} for e in events
-                 if e.get("type") == "settings" and e.get("train_index", 0) == train_index), {})
+def settings_of(events: list[dict], train_index: int = 0) -> Settings:
+    """The settings event of one train() call, typed."""
+    from yolodoctor.record.settings import as_settings
+
+    return as_settings(next((e.get("settings") for e in events
+                             if e.get("type") == "settings" and e.get("train_index", 0) == train_index), None))
 
 
-def depth_of(settings: dict[str, Any]) -> int:
+def depth_of(settings: Settings) -> int:
     return bounds.prefetch_depth(settings.get("workers") or 0,
                                  settings.get("prefetch_factor") or bounds.PREFETCH_FACTOR)
 
 
-def summarise_train(steps: list[dict], settings: dict[str, Any], whole: bool = False,
+def summarise_train(steps: list[dict], settings: Settings, whole: bool = False,
                     began: float | None = None) -> dict[str, Any]:
     """One train() call's steps summarised: ``seconds`` from its first step's wait to its last step's end,
     ``training_s`` the same with the pauses between stretches left out (record/stretches.py), ``pauses`` (count,
