@@ -198,10 +198,11 @@ def fix(ctx: Ctx, run_dir: Path | None, allow_unsafe: bool, verify: bool, apply:
     """Plan the changes that remove the findings of a run (default: the latest); verify and apply them."""
     no_command(ctx, "fix")
     from yolodoctor.commands.fix import run
+    from yolodoctor.fixing.fix import FixOptions
 
-    sys.exit(run(run_dir, allow_unsafe=allow_unsafe, as_json=as_json, rule_dirs=list(rule_dirs), verify=verify,
-                 apply=apply, tries=list(tries), reps=reps, max_reps=max_reps, yes=yes, budget=budget,
-                 debug=ctx.debug, probe_applied=probe_applied))
+    sys.exit(run(run_dir, FixOptions(verify=verify, apply=apply, allow_unsafe=allow_unsafe, tries=list(tries),
+                                     reps=reps, max_reps=max_reps, yes=yes, budget=budget, debug=ctx.debug,
+                                     probe_applied=probe_applied, rule_dirs=list(rule_dirs)), as_json=as_json))
 
 
 @cli.command("make-dataset")

@@ -178,6 +178,7 @@ docs: {what: a, why: b, fix: c}
 
 def test_fix_apply_launches_an_argv_list_with_only_allow_listed_changes(profiled, tmp_path, monkeypatch):
     from yolodoctor.commands import fix
+    from yolodoctor.fixing.fix import FixOptions
 
     run = tmp_path / "prof"
     shutil.copytree(profiled.run, run)
@@ -193,7 +194,8 @@ def test_fix_apply_launches_an_argv_list_with_only_allow_listed_changes(profiled
     FakeProcess.launched = []
     monkeypatch.setattr(subprocess, "Popen", fake_popen)
     monkeypatch.chdir(tmp_path)
-    assert fix.run(run, allow_unsafe=True, as_json=True, rule_dirs=[rules], apply=True, tries=["amp=False"]) == 0
+    opts = FixOptions(allow_unsafe=True, rule_dirs=[rules], apply=True, tries=["amp=False"])
+    assert fix.run(run, opts, as_json=True) == 0
     children = [(argv, kw) for argv, kw in FakeProcess.launched if "yolodoctor.profiling.child" in argv]
     assert len(children) == 1  # the plan completed: no rollback
     argv, kw = children[0]
@@ -215,6 +217,7 @@ def test_a_foreign_replay_keeps_ultralytics_out_of_the_recorded_folders(profiled
     """With --yes a run recorded elsewhere is replayed, but not its output folders: project=/ and name=../../ of a
     profile.json from another machine do not tell Ultralytics where to write here."""
     from yolodoctor.commands import fix
+    from yolodoctor.fixing.fix import FixOptions
 
     run = tmp_path / "prof"
     shutil.copytree(profiled.run, run)
@@ -225,7 +228,7 @@ def test_a_foreign_replay_keeps_ultralytics_out_of_the_recorded_folders(profiled
     FakeProcess.launched = []
     monkeypatch.setattr(subprocess, "Popen", fake_popen)
     monkeypatch.chdir(tmp_path)
-    assert fix.run(run, allow_unsafe=False, as_json=True, apply=True, yes=True, tries=["workers=1"]) == 0
+    assert fix.run(run, FixOptions(apply=True, yes=True, tries=["workers=1"]), as_json=True) == 0
     spec = json.loads((tmp_path / "fix-prof" / "spec.json").read_text())
     assert "project" not in spec["args"] and "name" not in spec["args"]
     assert spec["args"]["data"] == doc["args"]["data"]  # the training itself is what was recorded

@@ -18,22 +18,20 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from yolodoctor.fixing.candidates import Candidate
+    from yolodoctor.fixing.fix import FixOptions
     from yolodoctor.fixing.planner import Plan
     from yolodoctor.fixing.records import TrialReport
 
 
-def run(run_dir: Path | None, *, allow_unsafe: bool, as_json: bool, rule_dirs: list[str | Path] | None = None,
-        verify: bool = False,
-        apply: bool = False, tries: list[str] | None = None, reps: int = 2, max_reps: int | None = None,
-        yes: bool = False, budget: float | None = None, debug: bool = False, probe_applied: bool = False) -> int:
+def run(run_dir: Path | None, opts: FixOptions, *, as_json: bool) -> int:
+    """`yolodoctor fix` as ``opts`` asks (fixing/fix.py decides; this prints): the exit code."""
     from yolodoctor.console import stderr_console, stdout_console
-    from yolodoctor.fixing.fix import FixOptions, fix
+    from yolodoctor.fixing.fix import fix
 
     err = stderr_console()
     log = (lambda m: err.print(f"[dim]{m}[/]")) if not as_json else (lambda m: err.print(m))
-    r = fix(run_dir, FixOptions(verify=verify, apply=apply, allow_unsafe=allow_unsafe, tries=list(tries or []),
-                                reps=reps, max_reps=max_reps, yes=yes, budget=budget, debug=debug,
-                                probe_applied=probe_applied, rule_dirs=rule_dirs), log=log, err=err)
+    r = fix(run_dir, opts, log=log, err=err)
+    verify, apply = opts.verify, opts.apply
     d, p, trials, cands, applied, run_dir = r.diagnosis, r.plan, r.trials, r.cands, r.applied, r.run_dir
     estimate = r.estimate
     if applied is not None and applied.get("relaunched", True):
