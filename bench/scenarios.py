@@ -3,6 +3,7 @@ the YAML, `fix --verify --apply` and the original training run whole; then one t
 
     python3 bench/scenarios.py run [--only NAME,...] [--seconds 540]   (repo root, on the GPU machine)
     python3 bench/scenarios.py report [DIR]                            (default: bench/results/scenarios)
+    python3 bench/scenarios.py plan [--budget-s 1500]                   what is left, from the measured stage costs
 
 ``run`` is resumable at two levels (its state lives under $SCENARIOS_WORK, default bench/out). On one machine, every
 stage runs detached (its own process session) in the scenario's folder there, not in the repository, and leaves
@@ -117,16 +118,55 @@ def collect(sc: dict, d: Path, dest: Path) -> None:
     (dest / "scenario.json").write_text(json.dumps(sc, indent=1) + "\n")
 
 
-def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES) -> int:
+SCENARIO_LIMIT_S = 480  # no scenario above 8 minutes on one machine
+
+
+def cost(sc: dict) -> float | None:
+    """A scenario's measured seconds, all stages (``cost_s`` in scenarios.yaml), or None before its first run."""
+    c = sc.get("cost_s")
+    return float(sum(c.values())) if c else None
+
+
+def plan(budget_s: float | None = None) -> list[str]:
+    """What is left to run, in order, each with its measured cost (or "not measured yet"), whether it stays within
+    SCENARIO_LIMIT_S, and which fit ``budget_s`` (known costs first come, first served; an unmeasured one is run only
+    where a measured one does not take the budget first)."""
+    lines, left = [], budget_s
+    for sc in load():
+        if (RESULTS / sc["name"] / "scenario.json").exists():
+            continue
+        c = cost(sc)
+        what = f"{c:.0f} s" + (" (over the 8-minute limit)" if c > SCENARIO_LIMIT_S else "") if c is not None else \
+            "not measured yet"
+        fits = ""
+        if left is not None:
+            if c is None or c <= left:
+                fits = " - fits" if c is not None else " - runs if time is left"
+                left -= c or 0.0
+            else:
+                fits = " - does not fit"
+        lines.append(f"{sc['name']}: {what}{fits}")
+    return lines
+
+
+def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES,
+        budget_s: float | None = None, again: tuple[str, ...] = ()) -> int:
     """Run the scenarios (``only``: those named) stage by stage; ``stages``: run only these now (the others are left
-    for a later call), in the order of STAGES. A scenario is collected once all its stages have ended."""
+    for a later call), in the order of STAGES. A scenario is collected once all its stages have ended. ``budget_s``:
+    the device seconds left; a scenario not yet started whose measured cost exceeds what is left is not started.
+    ``again``: scenarios run again although their results are kept (on newer code); the new results replace them."""
     t0 = time.monotonic()
     for sc in load():
         if only and sc["name"] not in only:
             continue
-        if (RESULTS / sc["name"] / "scenario.json").exists():
+        if (RESULTS / sc["name"] / "scenario.json").exists() and sc["name"] not in again:
             continue  # finished on an earlier machine
         d = WORK / "scenarios" / sc["name"]
+        started = d.exists() and any(d.glob("*.pid"))
+        left = budget_s - (time.monotonic() - t0) if budget_s is not None else None
+        if not started and left is not None and (c := cost(sc)) is not None and c > left:
+            print(f"{sc['name']}: not started, its {c:.0f} s exceed the {left:.0f} s left", flush=True)
+            continue
         d.mkdir(parents=True, exist_ok=True)
         cmds = stage_commands(sc, d)
         for stage in (s for s in STAGES if s in stages):
@@ -139,6 +179,8 @@ def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES
             print(f"{sc['name']}: {stage} rc={rc}", flush=True)
         if not all((d / f"{st}.rc").exists() for st in STAGES):
             continue
+        if sc["name"] in again and (RESULTS / sc["name"]).exists():
+            shutil.rmtree(RESULTS / sc["name"])  # replaced, not mixed: every record of a row from one run
         collect(sc, d, RESULTS / sc["name"])
         print(row_text(read(RESULTS / sc["name"])), flush=True)
     return 0
@@ -289,12 +331,22 @@ def main(argv: list[str]) -> int:
     r.add_argument("--only", default=None, help="comma-separated scenario names")
     r.add_argument("--seconds", type=float, default=540.0, help="wait at most this long, then exit 3")
     r.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
+    r.add_argument("--again", default="", help="comma-separated scenarios to run again on this code, their kept "
+                   "results replaced")
+    r.add_argument("--budget-s", type=float, default=None, help="device seconds left: start no scenario that would "
+                   "exceed them (by its measured cost)")
     p = sub.add_parser("report")
     p.add_argument("dir", nargs="?", type=Path, default=RESULTS)
+    q = sub.add_parser("plan")
+    q.add_argument("--budget-s", type=float, default=None)
     a = ap.parse_args(argv)
+    if a.cmd == "plan":
+        print("\n".join(plan(a.budget_s)) or "nothing left to run")
+        return 0
     if a.cmd == "run":
         try:
-            return run(a.only.split(",") if a.only else None, a.seconds, tuple(a.stages.split(",")))
+            return run(a.only.split(",") if a.only else None, a.seconds, tuple(a.stages.split(",")), a.budget_s,
+                       tuple(x for x in a.again.split(",") if x))
         finally:
             if os.environ.get("OUT"):
                 export(Path(os.environ["OUT"]))

@@ -151,3 +151,51 @@ def test_benchmarks_shows_the_matrix_as_its_results_give_it(capsys):
     sc.report(sc.RESULTS)
     table = capsys.readouterr().out.strip().split("\n\n")[0]
     assert table.count("\n") >= 3 and table in (ROOT / "BENCHMARKS.md").read_text()
+
+
+def test_the_plan_and_the_budget_follow_the_measured_costs(tmp_path, monkeypatch, capsys):
+    rows = [{"name": "a", "cost_s": {"profile": 100, "grid": 100, "fix": 50, "original": 50}, "grid": [{}]},
+            {"name": "b", "cost_s": {"profile": 300, "grid": 200, "fix": 100, "original": 0}, "grid": [{}]},
+            {"name": "c", "grid": [{}]}]
+    monkeypatch.setattr(sc, "load", lambda path=None: rows)
+    monkeypatch.setattr(sc, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(sc, "WORK", tmp_path / "work")
+    assert sc.plan(500) == ["a: 300 s - fits", "b: 600 s (over the 8-minute limit) - does not fit",
+                            "c: not measured yet - runs if time is left"]
+    started = []
+    monkeypatch.setattr(sc, "step", lambda d, stage, cmd: started.append((d.name, stage)) or True)
+    monkeypatch.setattr(sc, "stage_commands", lambda s, d: {k: "true" for k in sc.STAGES})
+    monkeypatch.setattr(sc, "collect", lambda s, d, dest: None)
+    monkeypatch.setattr(sc, "row_text", lambda r: "")
+    monkeypatch.setattr(sc, "read", lambda d: {})
+    for name in "abc":
+        d = tmp_path / "work" / "scenarios" / name
+        d.mkdir(parents=True)
+        for st in sc.STAGES:
+            (d / f"{st}.rc").write_text("0")
+    assert sc.run(None, 60, budget_s=500) == 0
+    assert {n for n, _ in started} == {"a", "c"}  # b's 600 s exceed the budget: not started
+    assert "b: not started" in capsys.readouterr().out
+
+
+def test_a_finished_scenario_runs_again_only_when_asked_and_its_results_are_replaced(tmp_path, monkeypatch):
+    rows = [{"name": "a", "grid": [{}]}]
+    monkeypatch.setattr(sc, "load", lambda path=None: rows)
+    monkeypatch.setattr(sc, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(sc, "WORK", tmp_path / "work")
+    kept = tmp_path / "results" / "a"
+    kept.mkdir(parents=True)
+    (kept / "scenario.json").write_text("{}")
+    (kept / "old.profile.json").write_text("{}")
+    started = []
+    monkeypatch.setattr(sc, "step", lambda d, stage, cmd: started.append(stage) or True)
+    monkeypatch.setattr(sc, "stage_commands", lambda s, d: {k: "true" for k in sc.STAGES})
+    monkeypatch.setattr(sc, "read", lambda d: {})
+    monkeypatch.setattr(sc, "row_text", lambda r: "")
+    d = tmp_path / "work" / "scenarios" / "a"
+    d.mkdir(parents=True)
+    for st in sc.STAGES:
+        (d / f"{st}.rc").write_text("0")
+    assert sc.run(None, 60) == 0 and started == []
+    assert sc.run(None, 60, again=("a",)) == 0 and started == list(sc.STAGES)
+    assert (kept / "scenario.json").exists() and not (kept / "old.profile.json").exists()
