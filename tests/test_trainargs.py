@@ -35,3 +35,11 @@ def test_duplicate_key():
 def test_effective_fills_ultralytics_defaults_and_offline_model():
     args = effective({"batch": 8})
     assert args["batch"] == 8 and args["workers"] == 8 and args["nbs"] == 64 and args["model"] == DEFAULT_MODEL
+
+
+def test_a_classification_training_trains_at_224_unless_its_model_names_another_task():
+    from yolodoctor.trainargs import is_classify
+
+    assert is_classify({"model": "yolo11n-cls.yaml"}) and is_classify({"task": "classify"})
+    assert not is_classify({"model": "yolo11n-seg.yaml", "task": "classify"})  # the model's task wins
+    assert not is_classify({"model": "yolo11n.yaml"})

@@ -74,10 +74,14 @@ def _close_keys(key: str, defaults: dict) -> list[str]:
 
 
 def is_classify(user: dict[str, Any]) -> bool:
-    """A classification training: task=classify, or a -cls model (as Ultralytics guesses the task from the name)."""
+    """A classification training: a -cls model, or task=classify with a model whose name names no other task (the
+    model's task wins over task=, as Ultralytics' model picks the trainer)."""
     from pathlib import Path
 
-    return user.get("task") == "classify" or Path(str(user.get("model") or "")).stem.endswith("-cls")
+    stem = Path(str(user.get("model") or "")).stem
+    if stem.endswith(("-seg", "-pose", "-obb")):
+        return False
+    return stem.endswith("-cls") or user.get("task") == "classify"
 
 
 def effective(user: dict[str, Any]) -> dict[str, Any]:

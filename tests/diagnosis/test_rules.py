@@ -239,3 +239,16 @@ def test_a_rule_names_only_ultralytics_tasks(tmp_path):
         "condition: run.batch > 1.0\nmessage: m\ndocs: {what: w, why: y, fix: f}\n")
     with pytest.raises(RuleError, match="unknown task"):
         load_rules([tmp_path], builtin=False)
+
+
+def test_a_users_rule_may_not_take_the_bound_category(tmp_path):
+    import pytest
+
+    from yolodoctor.diagnosis.rules import RuleError, load_rules
+
+    (tmp_path / "XX202-x.yaml").write_text(
+        "id: XX202\nname: x\ncategory: bound\nseverity: info\nfacts: [run.batch]\n"
+        "condition: run.batch > 1.0\nmessage: m\ndocs: {what: w, why: y, fix: f}\n")
+    for bound in (False, True):
+        with pytest.raises(RuleError, match="category bound is yolodoctor's own"):
+            load_rules([tmp_path], bound=bound)

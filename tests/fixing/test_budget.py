@@ -113,3 +113,26 @@ def test_unverified_the_plan_is_applied_without_what_reschedules_training_or_com
     assert "batch" not in keys and "compile" not in keys and "workers" in keys and "deterministic" in keys
     assert "not applied unverified" in r.stderr and "batch=64" in r.stderr
     assert "compile=reduce-overhead (compilation costs a one-off time" in " ".join(r.stderr.split())
+
+
+def test_apply_without_verify_leaves_out_what_only_a_trial_can_judge_but_keeps_the_users_own_try(tmp_path,
+                                                                                                monkeypatch):
+    from click.testing import CliRunner
+
+    import yolodoctor.fixing.apply as apply
+    from yolodoctor.cli import cli
+
+    run = tmp_path / "h200-defaults"
+    shutil.copytree(ROOT / "fixtures/profiles/h200-defaults", run)
+    got = []
+    monkeypatch.setattr(apply, "relaunch", lambda base, changes, *a, **k: got.append(changes) or {
+        "status": "complete", "run_dir": None, "rolled_back": False, "changes": [c.to_dict() for c in changes]})
+    r = CliRunner().invoke(cli, ["fix", str(run), "--apply", "--yes", "--json"])
+    assert r.exit_code == 0, r.output
+    keys = [c.key for c in got[0]]
+    assert "compile" not in keys and "batch" not in keys and "workers" in keys
+    assert "not applied unverified" in r.stderr and "compile=reduce-overhead" in r.stderr
+    monkeypatch.setattr("yolodoctor.fixing.judge.needs_trial", lambda c: "a test's reason" if c.key == "val" else None)
+    r = CliRunner().invoke(cli, ["fix", str(run), "--apply", "--yes", "--json", "--try", "val=False"])
+    assert r.exit_code == 0, r.output
+    assert ("val", False) in [(c.key, c.after) for c in got[1]]  # asked for by name: applied as asked

@@ -19,3 +19,13 @@ def test_a_record_from_another_version_is_read_back_as_written():
     odd = {"workers": 2.0, "imgsz": [640, 480], "device": 5, "a_key_of_the_future": {"x": 1}}
     back = Profile.model_validate_json(Profile(settings=odd).model_dump_json(by_alias=True))
     assert back.settings == odd and Profile().settings == {}
+
+
+def test_settings_that_are_not_an_object_make_the_record_invalid_not_a_crash():
+    import pytest
+    from pydantic import ValidationError
+
+    for bad in (5, True, [1, 2], "ram"):
+        with pytest.raises(ValidationError, match="settings must be an object"):
+            Profile.model_validate({"settings": bad})
+    assert Profile.model_validate({"settings": None}).settings == {}

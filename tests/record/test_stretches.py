@@ -115,6 +115,16 @@ def test_a_queue_that_stays_full_is_the_gpu_setting_the_pace_and_its_refilled_st
 
 def test_a_refill_is_left_out_only_where_the_pause_left_the_queue_fuller_than_the_run_keeps_it():
     part = [{"ready": 30}, {"ready": 20}, {"ready": 12}, {"ready": 4}, {"ready": 3}]
-    assert bounds.refill(part, 32, "occupancy", level=30.0) == 1  # a full steady queue: served at the steady pace
+    assert bounds.refill([{"ready": 30}] * 40, 32, "occupancy", level=30.0) == 1  # full and kept full: steady pace
+    assert bounds.refill(part, 32, "occupancy", level=30.0) == 31  # too short to show the queue kept full
     assert bounds.refill(part, 32, "occupancy", level=3.0) == 31  # an empty steady queue: all it made in the pause
     assert bounds.refill(part, 32, "occupancy", level=None) == 31  # no level known: every batch made in the pause
+
+
+def test_a_queue_that_drains_after_the_refill_is_a_loader_that_cannot_keep_up():
+    # a first stretch whose loader kept the queue full, then a stretch whose loader falls behind: after the batches
+    # made in the pause the queue empties, so those batches came early and are left out
+    part = [{"ready": 15}] + [{"ready": max(14 - i, 0)} for i in range(40)]
+    assert bounds.refill(part, 16, "occupancy", level=15.0) == 16
+    full = [{"ready": 15}] * 40  # the queue stays as full: the GPU side sets the pace
+    assert bounds.refill(full, 16, "occupancy", level=15.0) == 1

@@ -204,7 +204,8 @@ def test_fix_apply_launches_an_argv_list_with_only_allow_listed_changes(profiled
     assert not kw.get("shell") and all(isinstance(a, str) for a in argv)
     spec = json.loads((new / "spec.json").read_text())
     changed = {k: v for k, v in spec["args"].items() if doc["args"].get(k) != v}
-    assert changed == {"batch": 2, "amp": False}  # the rule's data, project, model: not on the allow-list
+    # the rule's data, project, model: not on the allow-list; its batch=2 another schedule, left out untried
+    assert changed == {"amp": False}
     assert spec["args"]["name"] == hostile["name"] and spec["args"]["project"] == hostile["project"]  # data only
     assert spec["env"] == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
     assert spec["torch_flags"] == {"cuda.matmul.allow_tf32": True}

@@ -556,11 +556,11 @@ def load_rules(extra_dirs: list[str | Path] | None = None, *, builtin: bool = Tr
                bound: bool = False) -> list[Compiled]:
     """Built-in rules, then each folder of user rules (a user rule may not reuse a built-in id). ``bound``: the
     bound rules too (they make the verdict, not findings)."""
-    sources: list[tuple[Path, str]] = []
+    sources: list[tuple[Path, str, bool]] = []  # (file, text, a user's)
     if builtin:
         for entry in sorted(builtin_dir().iterdir(), key=lambda p: p.name):
             if entry.name.endswith((".yaml", ".yml")):
-                sources.append((Path(str(entry)), entry.read_text(encoding="utf-8")))
+                sources.append((Path(str(entry)), entry.read_text(encoding="utf-8"), False))
     for d in extra_dirs or []:
         d = Path(d)
         if not d.is_dir():
@@ -570,15 +570,18 @@ def load_rules(extra_dirs: list[str | Path] | None = None, *, builtin: bool = Tr
             raise RuleError(f"no rule files (*.yaml) in {d}")
         for p in files:
             try:
-                sources.append((p, p.read_text(encoding="utf-8")))
+                sources.append((p, p.read_text(encoding="utf-8"), True))
             except (OSError, UnicodeDecodeError) as e:
                 raise RuleError(f"{p}: cannot read: {e}") from None
     compiled: list[Compiled] = []
     seen: dict[str, str] = {}
-    for path, text in sources:
+    for path, text, users in sources:
         rule = parse_rule_file(path, text)
         if rule.id in seen:
             raise RuleError(f"{path}: rule {rule.id}: id already used by {seen[rule.id]}")
+        if rule.category == BOUND and users:
+            raise RuleError(f"{path}: rule {rule.id}: category {BOUND} is yolodoctor's own (its bound rules decide "
+                            "the headline verdict); give your rule another category")
         seen[rule.id] = str(path)
         if bound or rule.category != BOUND:
             compiled.append(compile_rule(rule))

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from yolodoctor.record.settings import Settings
 
 
+TRY_REASON = "--try (yours)"  # the reason a change of the user's own --try carries
+
+
 @dataclass
 class FixOptions:
     """What `yolodoctor fix` is asked (its options), and the demo's own choices (``choose``, ``design``, ``steps``)."""
@@ -103,6 +106,8 @@ def fix(run_dir: Path | None, opts: FixOptions, *, log: Callable[[str], None], e
     if o.apply and not o.verify and any(c.changes_training for c in chosen):
         raise UsageError("the plan changes what is optimised (" + ", ".join(f"{c.key}={c.after}" for c in chosen
                          if c.changes_training) + "): --apply it with --verify, so that a loss-parity trial checks it")
+    if o.apply and not o.verify:  # applied untried: the plan's changes that only a trial can judge are left out
+        chosen = _untried(chosen, log, keep_tries=True)
     cands: list[Candidate] | None = None
     estimate: Estimate | None = None
     if o.verify and p.changes:
@@ -123,12 +128,7 @@ def fix(run_dir: Path | None, opts: FixOptions, *, log: Callable[[str], None], e
             trials.estimate = est
             chosen = trials.kept
         else:  # unverified: only what trains the same model on the same schedule, at no risk, is applied untried
-            from yolodoctor.fixing.judge import needs_trial
-
-            chosen = [c for c in p.changes if needs_trial(c) is None]
-            if o.apply and len(chosen) < len(p.changes):
-                log("not applied unverified: " + "; ".join(f"{c.key}={c.after} ({needs_trial(c)})"
-                                                           for c in p.changes if needs_trial(c)))
+            chosen = _untried(p.changes, log if o.apply else (lambda m: None), keep_tries=False)
     applied = None
     if o.apply and chosen:
         # a script's own output is shown, as `profile` shows it; Ultralytics' (quiet) log only under --debug
@@ -143,6 +143,18 @@ def fix(run_dir: Path | None, opts: FixOptions, *, log: Callable[[str], None], e
         applied = {"relaunched": False, "status": "not-relaunched", "why": why, "run_dir": None,
                    "rolled_back": False, "attempts": [], "changes": []}
     return FixResult(run_dir, d, p, cands, trials, estimate, applied)
+
+
+def _untried(changes: list[Change], log: Callable[[str], None], *, keep_tries: bool) -> list[Change]:
+    """What may be applied without a trial: the changes that train the same model on the same schedule at no risk
+    (judge.needs_trial), and with ``keep_tries`` the user's own --try changes, as asked (`fix --apply` without
+    --verify); the others are named with why."""
+    from yolodoctor.fixing.judge import needs_trial
+
+    left = [c for c in changes if not (keep_tries and c.reason == TRY_REASON) and needs_trial(c)]
+    if left:
+        log("not applied unverified: " + "; ".join(f"{c.key}={c.after} ({needs_trial(c)})" for c in left))
+    return [c for c in changes if all(c is not x for x in left)]
 
 
 def _add_tries(p: Plan, d: Diagnosis, o: FixOptions) -> None:
@@ -170,7 +182,7 @@ def user_candidates(words: list[str], settings: Settings) -> list[Change]:
     for k, v in trainargs.parse_kv(words).items():
         if k not in ALLOWED["args"]:
             raise UsageError(f"--try {k}=...: yolodoctor only tries {', '.join(sorted(ALLOWED['args']))}")
-        out.append(mark_training_change(Change("args", k, settings.get(k), v, "--try (yours)"), settings.get("nbs")))
+        out.append(mark_training_change(Change("args", k, settings.get(k), v, TRY_REASON), settings.get("nbs")))
     return out
 
 

@@ -179,16 +179,20 @@ def refill(part: list[dict[str, Any]], depth: int, evidence: str, level: float |
     """Steps at the start of a stretch after a pause that the loader's queue served from batches made during the
     pause: with the queue's occupancy recorded, the batch the first step took and those still ready behind it (the
     queue is first in, first out) - unless the pause left the queue no fuller than ``level``, the level the run's
-    first stretch settled at (a queue that stays full there means the GPU side sets the pace: a step served from it
-    is a steady one, and only the first step, the switch back, is left out); without occupancy, the whole prefetch
+    first stretch settled at, and the stretch keeps it there past those batches (a queue that stays full means the GPU
+    side sets the pace: a step served from it is a steady one, and only the first step, the switch back, is left
+    out; a queue that drains after them is a loader that cannot keep up); without occupancy, the whole prefetch
     depth (it may have filled); without a queue, the first step alone (the switch back from validation)."""
     if evidence == "no queue" or depth == 0:
         return 1
     r0 = part[0].get("ready")
     if evidence == "occupancy" and isinstance(r0, (int, float)):
-        if level is not None and r0 <= level + max(1.0, 0.1 * depth):
-            return 1  # the pause left the queue no fuller than the run keeps it: no batch of it comes early
-        return min(int(r0) + 1, depth)
+        served = min(int(r0) + 1, depth)
+        tol = max(1.0, 0.1 * depth)
+        later = [s["ready"] for s in part[served:] if isinstance(s.get("ready"), (int, float))]
+        if level is not None and r0 <= level + tol and later and min(later) >= level - tol:
+            return 1  # the queue left as the run keeps it, and kept so past the refill: the GPU side sets the pace
+        return served
     return depth
 
 

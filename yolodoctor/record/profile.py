@@ -65,6 +65,15 @@ def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+def _settings_object(v: Any) -> dict[str, Any]:
+    """profile.json's settings as written: a JSON object (null reads as none); anything else is not a profile."""
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ValueError(f"settings must be an object, not {type(v).__name__}")
+    return dict(v)
+
+
 class Profile(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -83,7 +92,7 @@ class Profile(BaseModel):
     steps_limit: int | None = None
     # typed for the code that reads it (record/settings.py); stored and read back as the JSON object it is, whatever
     # keys and values another version wrote
-    settings: Annotated[Settings, PlainValidator(lambda v: dict(v or {})), PlainSerializer(dict)] = Field(
+    settings: Annotated[Settings, PlainValidator(_settings_object), PlainSerializer(dict)] = Field(
         default_factory=lambda: Settings())
     summary: dict[str, Any] = Field(default_factory=dict)
     trace: dict[str, Any] | None = None
