@@ -153,7 +153,7 @@ def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES
         budget_s: float | None = None, again: tuple[str, ...] = ()) -> int:
     """Run the scenarios (``only``: those named) stage by stage; ``stages``: run only these now (the others are left
     for a later call), in the order of STAGES. A scenario is collected once all its stages have ended. ``budget_s``:
-    the device seconds left; a scenario not yet started whose measured cost exceeds what is left is not started.
+    the GPU seconds you can still spend; a scenario not yet started whose measured cost exceeds them is not started.
     ``again``: scenarios run again although their results are kept (on newer code); the new results replace them."""
     t0 = time.monotonic()
     for sc in load():
@@ -333,8 +333,8 @@ def main(argv: list[str]) -> int:
     r.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
     r.add_argument("--again", default="", help="comma-separated scenarios to run again on this code, their kept "
                    "results replaced")
-    r.add_argument("--budget-s", type=float, default=None, help="device seconds left: start no scenario that would "
-                   "exceed them (by its measured cost)")
+    r.add_argument("--budget-s", type=float, default=None,
+                   help="GPU seconds you can still spend: start no scenario whose measured cost exceeds them")
     p = sub.add_parser("report")
     p.add_argument("dir", nargs="?", type=Path, default=RESULTS)
     q = sub.add_parser("plan")
