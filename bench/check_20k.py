@@ -16,15 +16,13 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import psutil
-from common import ROOT, machine, summary, today, write_report
+from common import ROOT, describe_machine, machine, summary, today, write_report
 
 
 def drop_tree(root: Path) -> int:
@@ -53,19 +51,6 @@ def run_check(yaml_path: Path) -> tuple[float, dict]:
     if p.returncode not in (0, 1):
         raise SystemExit(f"check failed ({p.returncode}): {p.stderr.strip()}")
     return secs, json.loads(p.stdout)
-
-
-def describe_machine() -> dict:
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"cpu": model or platform.processor(), "usable_cores": len(os.sched_getaffinity(0)),
-            "logical_cpus": os.cpu_count(), "ram_gib": round(psutil.virtual_memory().total / (1 << 30), 1),
-            "python": platform.python_version(), "os": f"{platform.system()} {platform.release()}",
-            "platform": platform.platform()}
 
 
 def table_rows(medians: dict[str, dict]) -> list[str]:

@@ -17,14 +17,27 @@ BENCHMARKS = ROOT / "BENCHMARKS.md"
 REPORTS = ROOT / "bench" / "out" / "reports"  # what the report scripts write; BENCHMARKS.md summarises them
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what platform says."""
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
+    return model or platform.processor()
+
+
 def machine() -> str:
     cpus = len(os.sched_getaffinity(0))
     mem = psutil.virtual_memory().total / (1 << 30)
-    model = ""
-    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as cpuinfo:
-        model = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
-    return f"{cpus} usable cores ({model or platform.processor()}), {mem:.0f} GiB RAM, " \
+    return f"{cpus} usable cores ({cpu_model()}), {mem:.0f} GiB RAM, " \
            f"Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
+def describe_machine() -> dict:
+    """The machine a results file was measured on, as its JSON records it."""
+    return {"cpu": cpu_model(), "usable_cores": len(os.sched_getaffinity(0)),
+            "logical_cpus": os.cpu_count(), "ram_gib": round(psutil.virtual_memory().total / (1 << 30), 1),
+            "python": platform.python_version(), "os": f"{platform.system()} {platform.release()}",
+            "platform": platform.platform()}
 
 
 def summary(values: list[float]) -> dict[str, float]:

@@ -21,7 +21,6 @@ import datetime as dt
 import fcntl
 import json
 import os
-import platform
 import pty
 import select
 import shutil
@@ -37,6 +36,8 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import describe_machine
 
 from yolodoctor.record.events import read_events
 
@@ -88,16 +89,6 @@ def drain(master: int, stop: threading.Event) -> None:
 def cpu_s(p: psutil.Process) -> float:
     t = p.cpu_times()
     return t.user + t.system
-
-
-def describe_machine() -> dict:
-    model = ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    return {"cpu": model or platform.processor(), "usable_cores": len(os.sched_getaffinity(0)),
-            "logical_cpus": os.cpu_count(), "ram_gib": round(psutil.virtual_memory().total / (1 << 30), 1),
-            "python": platform.python_version(), "os": f"{platform.system()} {platform.release()}",
-            "platform": platform.platform()}
 
 
 def main() -> int:

@@ -24,16 +24,16 @@ table is read from that file.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from common import describe_machine
 
 ROOT = Path(__file__).resolve().parents[1]
 ISOLATE = '''"""Written by bench/trial_cost.py: the build on PYTHONPATH reads its own rules/, not the installed ones."""
@@ -61,18 +61,6 @@ def one(tree: Path, data: str, args: list[str], work: Path, steps: int) -> dict:
 def commit_of(tree: Path) -> str | None:
     p = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True)
     return p.stdout.strip() or None
-
-
-def describe_machine() -> dict:
-    import psutil
-
-    model = ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    return {"cpu": model or platform.processor(), "usable_cores": len(os.sched_getaffinity(0)),
-            "logical_cpus": os.cpu_count(), "ram_gib": round(psutil.virtual_memory().total / (1 << 30), 1),
-            "python": platform.python_version(), "os": f"{platform.system()} {platform.release()}",
-            "platform": platform.platform()}
 
 
 def main(argv: list[str]) -> int:
