@@ -8,6 +8,7 @@ command that takes train arguments runs.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from yolodoctor.errors import UsageError
@@ -76,8 +77,6 @@ def _close_keys(key: str, defaults: dict) -> list[str]:
 def is_classify(user: dict[str, Any]) -> bool:
     """A classification training: a -cls model, or task=classify with a model whose name names no other task (the
     model's task wins over task=, as Ultralytics' model picks the trainer)."""
-    from pathlib import Path
-
     stem = Path(str(user.get("model") or "")).stem
     if stem.endswith(("-seg", "-pose", "-obb")):
         return False

@@ -102,10 +102,12 @@ class DatasetInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dictionary (paths as strings)."""
-        data = asdict(self)
-        data["root"] = str(self.root)
-        data["yaml_path"] = str(self.yaml_path)
-        return data
+        return _jsonable(asdict(self))
+
+
+def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
+    """A dataset info's fields as JSON takes them: paths as strings, tuples as lists."""
+    return {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
 
 
 @dataclass(frozen=True)
@@ -122,11 +124,8 @@ class ClassifyDatasetInfo:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dictionary (paths as strings)."""
-        data = asdict(self)
-        data["root"] = str(self.root)
-        data["names"] = list(self.names)
-        return data
+        """JSON-safe dictionary (paths as strings, tuples as lists)."""
+        return _jsonable(asdict(self))
 
 
 @dataclass(frozen=True)

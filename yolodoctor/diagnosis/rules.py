@@ -556,7 +556,7 @@ def load_rules(extra_dirs: list[str | Path] | None = None, *, builtin: bool = Tr
                bound: bool = False) -> list[Compiled]:
     """Built-in rules, then each folder of user rules (a user rule may not reuse a built-in id). ``bound``: the
     bound rules too (they make the verdict, not findings)."""
-    sources: list[tuple[Path, str, bool]] = []  # (file, text, a user's)
+    sources: list[tuple[Path, str, bool]] = []  # (file, text, a user's rule)
     if builtin:
         for entry in sorted(builtin_dir().iterdir(), key=lambda p: p.name):
             if entry.name.endswith((".yaml", ".yml")):
@@ -575,11 +575,11 @@ def load_rules(extra_dirs: list[str | Path] | None = None, *, builtin: bool = Tr
                 raise RuleError(f"{p}: cannot read: {e}") from None
     compiled: list[Compiled] = []
     seen: dict[str, str] = {}
-    for path, text, users in sources:
+    for path, text, user_rule in sources:
         rule = parse_rule_file(path, text)
         if rule.id in seen:
             raise RuleError(f"{path}: rule {rule.id}: id already used by {seen[rule.id]}")
-        if rule.category == BOUND and users:
+        if rule.category == BOUND and user_rule:
             raise RuleError(f"{path}: rule {rule.id}: category {BOUND} is yolodoctor's own (its bound rules decide "
                             "the headline verdict); give your rule another category")
         seen[rule.id] = str(path)

@@ -120,14 +120,12 @@ def fix(run_dir: Path | None, opts: FixOptions, *, log: Callable[[str], None], e
             estimate = est
         else:  # the caller chose the trials (demo): they run as chosen
             top, est = max(o.max_reps or o.reps, o.reps), None
-        if not cands:
-            pass
-        elif est is None or est.fits:
+        if cands and (est is None or est.fits):
             trials = verify_plan(replay, p, d.profile, run_dir, cands, reps=o.reps, max_reps=top, log=log,
                                  command=command, err=err, debug=o.debug, steps=o.steps)
             trials.estimate = est
             chosen = trials.kept
-        else:  # unverified: only what trains the same model on the same schedule, at no risk, is applied untried
+        elif cands:  # unverified: only what trains the same model on the same schedule, at no risk, is applied untried
             chosen = _untried(p.changes, log if o.apply else (lambda m: None), keep_tries=False)
     applied = None
     if o.apply and chosen:
