@@ -151,14 +151,15 @@ def plan(budget_s: float | None = None) -> list[str]:
 
 def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES,
         budget_s: float | None = None, again: tuple[str, ...] = ()) -> int:
-    """Run the scenarios (``only``: those named) stage by stage; ``stages``: run only these now (the others are left
+    """Run the scenarios (``only``: those named, in that order) stage by stage; ``stages``: run only these now (the others are left
     for a later call), in the order of STAGES. A scenario is collected once all its stages have ended. ``budget_s``:
     the GPU seconds you can still spend; a scenario not yet started whose measured cost exceeds them is not started.
     ``again``: scenarios run again although their results are kept (on newer code); the new results replace them."""
     t0 = time.monotonic()
-    for sc in load():
-        if only and sc["name"] not in only:
-            continue
+    scenarios = load()
+    if only:  # in the order given: the scenarios that matter most this call first
+        scenarios = sorted((sc for sc in scenarios if sc["name"] in only), key=lambda sc: only.index(sc["name"]))
+    for sc in scenarios:
         if (RESULTS / sc["name"] / "scenario.json").exists() and sc["name"] not in again:
             continue  # finished on an earlier machine
         d = WORK / "scenarios" / sc["name"]

@@ -199,3 +199,23 @@ def test_a_finished_scenario_runs_again_only_when_asked_and_its_results_are_repl
     assert sc.run(None, 60) == 0 and started == []
     assert sc.run(None, 60, again=("a",)) == 0 and started == list(sc.STAGES)
     assert (kept / "scenario.json").exists() and not (kept / "old.profile.json").exists()
+
+
+def test_only_runs_the_named_scenarios_in_the_order_given(tmp_path, monkeypatch):
+    monkeypatch.setattr(sc, "load", lambda path=None: [{"name": n, "grid": [{}]} for n in "abc"])
+    monkeypatch.setattr(sc, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(sc, "WORK", tmp_path / "work")
+    started: list[str] = []
+
+    def step(d, stage, cmd):
+        started.append(d.name)
+        (d / f"{stage}.rc").write_text("0")
+        return True
+
+    monkeypatch.setattr(sc, "step", step)
+    monkeypatch.setattr(sc, "stage_commands", lambda s, d: {k: "true" for k in sc.STAGES})
+    monkeypatch.setattr(sc, "collect", lambda *a: None)
+    monkeypatch.setattr(sc, "read", lambda d: {})
+    monkeypatch.setattr(sc, "row_text", lambda r: "")
+    assert sc.run(["c", "a"], 60) == 0
+    assert list(dict.fromkeys(started)) == ["c", "a"]
