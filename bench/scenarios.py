@@ -18,6 +18,7 @@ stages.tgz (the stages' logs, return codes and JSON so far).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -115,7 +116,23 @@ def collect(sc: dict, d: Path, dest: Path) -> None:
     applied = (d / applied) if applied else None  # fix writes it relative to where it ran: the scenario's folder
     if applied and (applied / "profile.json").exists():
         shutil.copy(applied / "profile.json", dest / "applied.profile.json")
+    (dest / "machine.json").write_text(json.dumps(machine(d / "original"), indent=1) + "\n")
     (dest / "scenario.json").write_text(json.dumps(sc, indent=1) + "\n")
+
+
+def machine(run_dir: Path) -> dict:
+    """The machine a run directory was recorded on: its GPU's name and the CPUs it saw (the sampler's first record),
+    and the day it started (its profile.json)."""
+    start: dict = {}
+    for name in ("samples.jsonl", "samples.jsonl.gz"):
+        if (run_dir / name).exists():
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(run_dir / name, "rt") as fh:
+                start = next((r for r in map(json.loads, fh) if r.get("type") == "sampler_start"), {})
+            break
+    gpu = start.get("gpu") or {}
+    return {"gpu": gpu.get("name"), "cpus": start.get("cpu_count"),
+            "date": str(_j(run_dir / "profile.json").get("created") or "")[:10] or None}
 
 
 SCENARIO_LIMIT_S = 480  # no scenario above 8 minutes on one machine
@@ -246,7 +263,11 @@ def read(d: Path) -> dict:
     o_wall = _wall(orig)
     a_wall = _wall(app) if relaunched else o_wall
     spread = trials.get("baseline_spread")
+    m = _j(d / "machine.json")
     return {"name": sc.get("name", d.name), "bottleneck": sc.get("bottleneck"),
+            "machine": ", ".join(x for x in (str(m.get("gpu") or "").replace("NVIDIA ", ""),
+                                             f"{m['cpus']} CPUs" if m.get("cpus") else "", m.get("date") or "") if x)
+            or "-",
             "epochs": sc.get("args", {}).get("epochs"),
             "primary": ((prof.get("findings") or [{}])[0]).get("id"), "kept": kept, "relaunched": relaunched,
             "plan": [f"{c['key']}={c['after']}" for c in (fix.get("plan") or {}).get("changes") or []],
@@ -294,7 +315,7 @@ def row_text(r: dict) -> str:
         applied += " (as measured)" if sorted(r["applied"]) == sorted(r["kept"]) else " (not as measured)"
     elif r["applied"]:
         applied += " (unverified)"
-    return (f"| {r['name']} | {r['bottleneck']} | {r['primary'] or '-'} | {', '.join(r['plan']) or '-'} | {kept} | "
+    return (f"| {r['name']} | {r.get('machine', '-')} | {r['bottleneck']} | {r['primary'] or '-'} | {', '.join(r['plan']) or '-'} | {kept} | "
             f"{applied} | "
             f"{ratio(r['app_rate'], r['orig_rate'])} ({_f(r['orig_rate'], '.0f')} -> {_f(r['app_rate'], '.0f')}"
             + ("" if r.get("app_steady", True) else
@@ -304,10 +325,10 @@ def row_text(r: dict) -> str:
             f"{_f(saved, '.0f')} s | {'; '.join(goals(r)) or '-'} |")
 
 
-HEADER = ("| scenario | bottleneck | primary finding | plan | kept by verify | applied | "
+HEADER = ("| scenario | machine | bottleneck | primary finding | plan | kept by verify | applied | "
           "applied / original, steady images/s | original / applied, wall time | "
           "applied / best swept point | verify / saved | goals |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|")
+          "|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def report(d: Path) -> int:

@@ -219,3 +219,14 @@ def test_only_runs_the_named_scenarios_in_the_order_given(tmp_path, monkeypatch)
     monkeypatch.setattr(sc, "row_text", lambda r: "")
     assert sc.run(["c", "a"], 60) == 0
     assert list(dict.fromkeys(started)) == ["c", "a"]
+
+
+def test_a_collected_scenario_names_the_machine_it_ran_on(tmp_path):
+    m = sc.machine(ROOT / "fixtures" / "profiles" / "h100-b128w14-cache-ram")
+    assert m["gpu"] == "NVIDIA H100 80GB HBM3" and m["cpus"] == 16 and m["date"].startswith("20")
+    d = tmp_path / "a"
+    d.mkdir()
+    (d / "scenario.json").write_text('{"name": "a", "bottleneck": "x", "grid": []}')
+    (d / "machine.json").write_text(json.dumps(m))
+    assert sc.read(d)["machine"] == f"H100 80GB HBM3, 16 CPUs, {m['date']}"
+    assert sc.machine(tmp_path / "none") == {"gpu": None, "cpus": None, "date": None}
