@@ -275,6 +275,8 @@ def read(d: Path) -> dict:
             "rolled_back": (applied.get("rollback_reason") or "rolled back").split(". Stack")[0][:90]
             if applied.get("rolled_back") else None,
             "verify_skipped": verify.get("fits") is False,
+            "verify_estimate": (verify.get("trials"), verify.get("verify_s"), verify.get("budget_s"))
+            if verify.get("fits") is False else None,
             "orig_rate": _rate(orig), "app_rate": _rate(app) if relaunched else _rate(orig),
             "app_steady": _steady(app) if relaunched else _steady(orig),
             "app_average": _average(app) if relaunched else _average(orig),
@@ -307,7 +309,11 @@ def row_text(r: dict) -> str:
         return f"{a / b:.2f}x" if a and b else "-"
 
     saved = (r["orig_wall"] - r["app_wall"]) if r["orig_wall"] and r["app_wall"] else None
-    kept = "verify skipped (budget)" if r["verify_skipped"] else (", ".join(r["kept"]) or "nothing")
+    kept = ", ".join(r["kept"]) or "nothing"
+    if r["verify_skipped"]:
+        n, est, budget = r.get("verify_estimate") or (None, None, None)
+        kept = (f"verify skipped: {n} trials, about {est:.0f} s, against a budget of {budget:.0f} s"
+                if n and est is not None and budget is not None else "verify skipped (budget)")
     applied = ", ".join(r["applied"]) or "nothing"
     if r.get("rolled_back"):
         applied = f"nothing: rolled back to the original arguments ({r['rolled_back']})"

@@ -114,6 +114,10 @@ def test_an_unverified_apply_and_a_combination_other_than_the_measured_are_named
     (tmp_path / "s" / "fix.json").write_text(json.dumps(fix))
     row = sc.row_text(sc.read(tmp_path / "s"))
     assert "| verify skipped (budget) | workers=15, cache=ram (unverified) |" in row
+    fix["verify"] = {"fits": False, "trials": 4, "verify_s": 156.0, "budget_s": 25.4}
+    (tmp_path / "s" / "fix.json").write_text(json.dumps(fix))
+    row = sc.row_text(sc.read(tmp_path / "s"))
+    assert "| verify skipped: 4 trials, about 156 s, against a budget of 25 s | workers=15" in row
 
 
 def test_the_original_is_recorded_as_lightly_as_the_applied_run(tmp_path):
