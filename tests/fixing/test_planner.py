@@ -72,6 +72,24 @@ def test_compile_must_repay_its_one_off_cost():
         == {"compile": "reduce-overhead"}
     cpu = dict(FACTS, **{"run.device": "cpu"})
     assert "only on CUDA" in keys(plan([finding("LA202", 10.0, 130.0, compile=True)], cpu, SETTINGS))[1][0]
+    # no estimate of its gain, but a training shorter than its compilation cannot repay it: on an H100, a 20-epoch
+    # training of 4.9 s epochs and a 1-epoch one of 51 s both had compile=reduce-overhead planned at 130 s
+    tiny = dict(FACTS, **{"run.epochs": 20.0, "run.epoch_s": 4.9, "run.batch": 64.0})
+    why = keys(plan([finding("LA202", None, 130.0, compile="reduce-overhead")], tiny, dict(SETTINGS, batch=64)))[1]
+    assert why and "shorter than the 130 s compilation costs" in why[0]
+    long = dict(tiny, **{"run.epochs": 30.0})  # 147 s of epochs: it could
+    assert keys(plan([finding("LA202", None, 130.0, compile="reduce-overhead")], long, dict(SETTINGS, batch=64)))[0] \
+        == {"compile": "reduce-overhead"}
+
+
+def test_the_saving_bound_charges_a_one_off_cost_only_to_the_change_that_pays_it():
+    both = plan([finding("LA202", None, 130.0, compile="reduce-overhead"), finding("LA201", 3.69, batch=64)],
+                dict(FACTS, **{"run.epochs": 20.0}), SETTINGS)
+    assert "compile" in both.args  # 20 x 40 s epochs repay compilation
+    assert both.run_saving() == {"best_single_per_epoch": 3.69, "one_off": 0, "planned_run_upper_bound": 73.8}
+    cache = plan([finding("DL204", 10.0, 60.0, cache="ram")], dict(FACTS, **{"check.cache_ram_fits": True,
+                                                                             "run.epochs": 3.0}), SETTINGS)
+    assert cache.run_saving()["planned_run_upper_bound"] == 10.0 * 3 - 60.0
 
 
 def test_cuda_graphs_only_without_gradient_accumulation():

@@ -107,7 +107,7 @@ def print_plan(out: Console, run_dir: Path, p: Plan) -> None:
         out.print(f"  [dim]{c.reason}: {gain}{one_off}{flag}{' - ' + c.note if c.note else ''}[/]")
     s = p.run_saving()
     if s["planned_run_upper_bound"] is not None:
-        one_off = f", less {s['one_off']:.0f} s of one-off costs" if s["one_off"] else ""
+        one_off = f", less its {s['one_off']:.0f} s one-off cost" if s["one_off"] else ""
         out.print(f"\nOver the planned {p.epochs:.0f} epochs: at most {s['planned_run_upper_bound']:.0f} s saved "
                   f"(the largest single gain x epochs{one_off}). Gains are upper bounds from the rules and do not add "
                   "up; trials measure them.")

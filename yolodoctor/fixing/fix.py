@@ -149,10 +149,19 @@ def _untried(changes: list[Change], log: Callable[[str], None], *, keep_tries: b
     --verify); the others are named with why."""
     from yolodoctor.fixing.judge import needs_trial
 
-    left = [c for c in changes if not (keep_tries and c.reason == TRY_REASON) and needs_trial(c)]
+    why = {id(c): needs_trial(c) for c in changes if not (keep_tries and c.reason == TRY_REASON) and needs_trial(c)}
+    grew = True
+    while grew:  # a change made for another (workers to feed a larger batch) goes where that one goes
+        grew = False
+        for c in changes:
+            gone = [x for x in changes if id(x) in why and x.key in (c.requires or [])]
+            if id(c) not in why and gone:
+                why[id(c)] = f"it serves {gone[0].key}={gone[0].after}, which is not applied"
+                grew = True
+    left = [c for c in changes if id(c) in why]
     if left:
-        log("not applied unverified: " + "; ".join(f"{c.key}={c.after} ({needs_trial(c)})" for c in left))
-    return [c for c in changes if all(c is not x for x in left)]
+        log("not applied unverified: " + "; ".join(f"{c.key}={c.after} ({why[id(c)]})" for c in left))
+    return [c for c in changes if id(c) not in why]
 
 
 def _add_tries(p: Plan, d: Diagnosis, o: FixOptions) -> None:

@@ -101,12 +101,18 @@ class Plan(ChangeSet):
     nbs: float = 64.0  # the run's nominal batch: whether a batch accumulates gradients (CUDA graphs cannot)
 
     def run_saving(self) -> dict[str, float | None]:
-        """Upper bound over the planned run: the largest single gain x epochs, minus one-off costs."""
-        gains = [c.seconds_saved_per_epoch for c in self.changes if c.seconds_saved_per_epoch]
-        one_off = sum(c.one_off_seconds or 0 for c in self.changes)
-        best = max(gains) if gains else None
-        total = best * self.epochs - one_off if best is not None and self.epochs else None
-        return {"best_single_per_epoch": best, "one_off": one_off, "planned_run_upper_bound": total}
+        """Upper bound over the planned run: the most one change with an estimated gain can save, its gain x epochs
+        less its own one-off cost (gains do not add up; a change's one-off cost is paid only where it is applied, so
+        another change's compilation does not cut what a larger batch alone saves)."""
+        gains = [c for c in self.changes if c.seconds_saved_per_epoch]
+        if not gains or not self.epochs:
+            return {"best_single_per_epoch": max((c.seconds_saved_per_epoch or 0.0 for c in gains), default=None),
+                    "one_off": 0, "planned_run_upper_bound": None}
+        epochs = self.epochs
+        best = max(gains, key=lambda c: (c.seconds_saved_per_epoch or 0.0) * epochs - (c.one_off_seconds or 0))
+        one_off = best.one_off_seconds or 0
+        return {"best_single_per_epoch": best.seconds_saved_per_epoch, "one_off": one_off,
+                "planned_run_upper_bound": (best.seconds_saved_per_epoch or 0.0) * epochs - one_off}
 
     def to_dict(self) -> dict[str, Any]:
         return {"changes": [c.to_dict() for c in self.changes], "dropped": self.dropped,
@@ -383,9 +389,13 @@ def _refuse_compile(c: Change, facts: dict[str, Any]) -> str | None:
         return None
     if facts.get("run.device") != "cuda":
         return "compile pays off only on CUDA"
-    epochs, gain = facts.get("run.epochs"), c.seconds_saved_per_epoch
+    epochs, gain, epoch_s = facts.get("run.epochs"), c.seconds_saved_per_epoch, facts.get("run.epoch_s")
     if gain is not None and epochs and c.one_off_seconds and gain * epochs < c.one_off_seconds:
         return f"{gain:.1f} s/epoch x {epochs:.0f} epochs does not repay {c.one_off_seconds:.0f} s of compilation"
+    if gain is None and epochs and epoch_s and c.one_off_seconds and epoch_s * epochs < c.one_off_seconds:
+        # no estimate of the gain, but it cannot exceed the epochs' whole time
+        return (f"the whole training ({epochs:.0f} epochs x {epoch_s:.0f} s) is shorter than the "
+                f"{c.one_off_seconds:.0f} s compilation costs: it cannot repay it")
     return None
 
 
