@@ -9,7 +9,8 @@ the YAML, `fix --verify --apply` and the original training run whole; then one t
 stage runs detached (its own process session) in the scenario's folder there, not in the repository, and leaves
 ``STAGE.rc`` when it ends; a call waits at most ``--seconds`` and exits 3 while a stage still runs, so the next call
 goes on where this one stopped. Across machines, a scenario whose results are already in
-bench/results/scenarios/NAME (committed) is not run again. What a finished scenario leaves (profiles' records, fix's
+bench/results/scenarios/NAME (committed) is not run again if they were measured on this code (code_version, kept in
+its machine.json); `plan` lists the others. What a finished scenario leaves (profiles' records, fix's
 JSON, no traces or weights) is copied to bench/results/scenarios/NAME. Where $OUT is set (a folder of your choice),
 every call leaves there two archives: scenarios.tgz (the finished scenarios, as under bench/results/) and
 stages.tgz (the stages' logs, return codes and JSON so far).
@@ -36,6 +37,25 @@ RESULTS = ROOT / "bench" / "results" / "scenarios"
 STAGES = ("profile", "grid", "fix", "original")
 LIGHT_HZ = 1.0  # the original whole training is recorded as lightly as fix's applied run (fixing/apply.LIGHT_HZ)
 NOISE = 0.05  # "never slower than the original beyond the measured noise": the default when trials measured none
+
+
+def code_version() -> str:
+    """The product's code as the matrix measures it: a digest of yolodoctor/'s Python and the rule files (the same
+    on the GPU machine's copy of the tree, which has no git history). A scenario counts as measured on this code
+    only where its machine.json names this digest."""
+    import hashlib
+
+    h = hashlib.sha256()
+    files = sorted([*(ROOT / "yolodoctor").rglob("*.py"), *(ROOT / "rules").rglob("*.yaml")])
+    for f in files:
+        h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def current(name: str) -> bool:
+    """Whether scenario ``name`` has results measured on this code (code_version)."""
+    return (RESULTS / name / "scenario.json").exists() and _j(RESULTS / name / "machine.json").get("code") == \
+        code_version()
 
 
 def load(path: Path = GRID) -> list[dict]:
@@ -132,7 +152,7 @@ def machine(run_dir: Path) -> dict:
             break
     gpu = start.get("gpu") or {}
     return {"gpu": gpu.get("name"), "cpus": start.get("cpu_count"),
-            "date": str(_j(run_dir / "profile.json").get("created") or "")[:10] or None}
+            "date": str(_j(run_dir / "profile.json").get("created") or "")[:10] or None, "code": code_version()}
 
 
 SCENARIO_LIMIT_S = 480  # no scenario above 8 minutes on one machine
@@ -145,16 +165,19 @@ def cost(sc: dict) -> float | None:
 
 
 def plan(budget_s: float | None = None) -> list[str]:
-    """What is left to run, in order, each with its measured cost (or "not measured yet"), whether it stays within
+    """What is left to run (never run, or run on other code than this), in order, each with its measured cost (or
+    "not measured yet"), whether it stays within
     SCENARIO_LIMIT_S, and which fit ``budget_s`` (known costs first come, first served; an unmeasured one is run only
     where a measured one does not take the budget first)."""
     lines, left = [], budget_s
     for sc in load():
-        if (RESULTS / sc["name"] / "scenario.json").exists():
+        if current(sc["name"]):
             continue
         c = cost(sc)
         what = f"{c:.0f} s" + (" (over the 8-minute limit)" if c > SCENARIO_LIMIT_S else "") if c is not None else \
             "not measured yet"
+        if (RESULTS / sc["name"] / "scenario.json").exists():
+            what += ", ran on other code"
         fits = ""
         if left is not None:
             if c is None or c <= left:
@@ -168,17 +191,19 @@ def plan(budget_s: float | None = None) -> list[str]:
 
 def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES,
         budget_s: float | None = None, again: tuple[str, ...] = ()) -> int:
-    """Run the scenarios (``only``: those named, in that order) stage by stage; ``stages``: run only these now (the others are left
-    for a later call), in the order of STAGES. A scenario is collected once all its stages have ended. ``budget_s``:
-    the GPU seconds you can still spend; a scenario not yet started whose measured cost exceeds them is not started.
-    ``again``: scenarios run again although their results are kept (on newer code); the new results replace them."""
+    """Run the scenarios (``only``: those named, in that order) stage by stage; ``stages``: run only these now (the
+    others are left for a later call), in the order of STAGES. A scenario is collected once all its stages have
+    ended. ``budget_s``: the GPU seconds you can still spend; a scenario not yet started whose measured cost exceeds
+    them is not started.
+    A scenario whose kept results were measured on other code (``current``) runs again; ``again``: scenarios run
+    again although their results are on this code. New results replace the kept ones."""
     t0 = time.monotonic()
     scenarios = load()
     if only:  # in the order given: the scenarios that matter most this call first
         scenarios = sorted((sc for sc in scenarios if sc["name"] in only), key=lambda sc: only.index(sc["name"]))
     for sc in scenarios:
-        if (RESULTS / sc["name"] / "scenario.json").exists() and sc["name"] not in again:
-            continue  # finished on an earlier machine
+        if current(sc["name"]) and sc["name"] not in again:
+            continue  # finished on this code, on an earlier machine
         d = WORK / "scenarios" / sc["name"]
         started = d.exists() and any(d.glob("*.pid"))
         left = budget_s - (time.monotonic() - t0) if budget_s is not None else None
@@ -197,7 +222,7 @@ def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES
             print(f"{sc['name']}: {stage} rc={rc}", flush=True)
         if not all((d / f"{st}.rc").exists() for st in STAGES):
             continue
-        if sc["name"] in again and (RESULTS / sc["name"]).exists():
+        if (RESULTS / sc["name"]).exists():
             shutil.rmtree(RESULTS / sc["name"])  # replaced, not mixed: every record of a row from one run
         collect(sc, d, RESULTS / sc["name"])
         print(row_text(read(RESULTS / sc["name"])), flush=True)
@@ -266,7 +291,8 @@ def read(d: Path) -> dict:
     m = _j(d / "machine.json")
     return {"name": sc.get("name", d.name), "bottleneck": sc.get("bottleneck"),
             "machine": ", ".join(x for x in (str(m.get("gpu") or "").replace("NVIDIA ", ""),
-                                             f"{m['cpus']} CPUs" if m.get("cpus") else "", m.get("date") or "") if x)
+                                             f"{m['cpus']} CPUs" if m.get("cpus") else "", m.get("date") or "",
+                                             f"code {m['code']}" if m.get("code") else "") if x)
             or "-",
             "epochs": sc.get("args", {}).get("epochs"),
             "primary": ((prof.get("findings") or [{}])[0]).get("id"), "kept": kept, "relaunched": relaunched,
@@ -321,7 +347,8 @@ def row_text(r: dict) -> str:
         applied += " (as measured)" if sorted(r["applied"]) == sorted(r["kept"]) else " (not as measured)"
     elif r["applied"]:
         applied += " (unverified)"
-    return (f"| {r['name']} | {r.get('machine', '-')} | {r['bottleneck']} | {r['primary'] or '-'} | {', '.join(r['plan']) or '-'} | {kept} | "
+    return (f"| {r['name']} | {r.get('machine', '-')} | {r['bottleneck']} | {r['primary'] or '-'} | "
+            f"{', '.join(r['plan']) or '-'} | {kept} | "
             f"{applied} | "
             f"{ratio(r['app_rate'], r['orig_rate'])} ({_f(r['orig_rate'], '.0f')} -> {_f(r['app_rate'], '.0f')}"
             + ("" if r.get("app_steady", True) else
@@ -344,6 +371,9 @@ def report(d: Path) -> int:
     print(HEADER)
     for r in rows:
         print(row_text(r))
+    other = [r["name"] for r in rows if r["name"] in order and not current(r["name"])]
+    if other:
+        print(f"\nMeasured on other code than this tree's ({code_version()}): " + ", ".join(other) + ".")
     missing = [sc for sc in load() if sc["name"] not in {r["name"] for r in rows}]
     if missing:
         print("\nNot run yet: " + ", ".join(

@@ -182,7 +182,7 @@ def test_the_plan_and_the_budget_follow_the_measured_costs(tmp_path, monkeypatch
     assert "b: not started" in capsys.readouterr().out
 
 
-def test_a_finished_scenario_runs_again_only_when_asked_and_its_results_are_replaced(tmp_path, monkeypatch):
+def test_a_scenario_finished_on_this_code_runs_again_only_when_asked_and_is_replaced(tmp_path, monkeypatch):
     rows = [{"name": "a", "grid": [{}]}]
     monkeypatch.setattr(sc, "load", lambda path=None: rows)
     monkeypatch.setattr(sc, "RESULTS", tmp_path / "results")
@@ -190,6 +190,7 @@ def test_a_finished_scenario_runs_again_only_when_asked_and_its_results_are_repl
     kept = tmp_path / "results" / "a"
     kept.mkdir(parents=True)
     (kept / "scenario.json").write_text("{}")
+    (kept / "machine.json").write_text(json.dumps({"code": sc.code_version()}))
     (kept / "old.profile.json").write_text("{}")
     started = []
     monkeypatch.setattr(sc, "step", lambda d, stage, cmd: started.append(stage) or True)
@@ -232,5 +233,48 @@ def test_a_collected_scenario_names_the_machine_it_ran_on(tmp_path):
     d.mkdir()
     (d / "scenario.json").write_text('{"name": "a", "bottleneck": "x", "grid": []}')
     (d / "machine.json").write_text(json.dumps(m))
-    assert sc.read(d)["machine"] == f"H100 80GB HBM3, 16 CPUs, {m['date']}"
-    assert sc.machine(tmp_path / "none") == {"gpu": None, "cpus": None, "date": None}
+    assert sc.read(d)["machine"] == f"H100 80GB HBM3, 16 CPUs, {m['date']}, code {sc.code_version()}"
+    assert sc.machine(tmp_path / "none") == {"gpu": None, "cpus": None, "date": None, "code": sc.code_version()}
+
+
+def test_a_scenario_measured_on_other_code_is_planned_and_run_again(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sc, "load", lambda path=None: [{"name": n, "grid": [{}], "bottleneck": "x"} for n in "ab"])
+    monkeypatch.setattr(sc, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(sc, "WORK", tmp_path / "work")
+    for name, code in (("a", sc.code_version()), ("b", "0123456789ab")):
+        (tmp_path / "results" / name).mkdir(parents=True)
+        (tmp_path / "results" / name / "scenario.json").write_text(json.dumps({"name": name, "grid": [{}]}))
+        (tmp_path / "results" / name / "machine.json").write_text(json.dumps({"code": code}))
+    assert sc.current("a") and not sc.current("b")
+    assert sc.plan() == ["b: not measured yet, ran on other code"]
+    sc.report(tmp_path / "results")
+    out = capsys.readouterr().out
+    assert f"code {sc.code_version()}" in out and f"other code than this tree's ({sc.code_version()}): b." in out
+    started = []
+
+    def step(d, stage, cmd):
+        started.append(d.name)
+        (d / f"{stage}.rc").write_text("0")
+        return True
+
+    monkeypatch.setattr(sc, "step", step)
+    monkeypatch.setattr(sc, "stage_commands", lambda s, d: {k: "true" for k in sc.STAGES})
+    monkeypatch.setattr(sc, "collect", lambda *a: None)
+    monkeypatch.setattr(sc, "read", lambda d: {})
+    monkeypatch.setattr(sc, "row_text", lambda r: "")
+    sc.run(None, 60)
+    assert set(started) == {"b"}
+
+
+def test_the_code_version_follows_the_products_code(tmp_path, monkeypatch):
+    (tmp_path / "yolodoctor").mkdir()
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "yolodoctor" / "a.py").write_text("x = 1\n")
+    (tmp_path / "rules" / "r.yaml").write_text("rules: []\n")
+    monkeypatch.setattr(sc, "ROOT", tmp_path)
+    v = sc.code_version()
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "b.py").write_text("y = 2\n")  # the runner is not the product
+    assert sc.code_version() == v
+    (tmp_path / "rules" / "r.yaml").write_text("rules: [1]\n")
+    assert sc.code_version() != v
