@@ -41,6 +41,8 @@ def test_an_older_demo_dataset_is_made_again(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timed  # judges a measured speed-up: runs alone, on the timed tests' pytest-xdist worker
+@pytest.mark.xdist_group("timed")
 def test_the_demo_finds_its_planted_bottleneck_and_measures_the_fix(tmp_path):
     p = subprocess.run([sys.executable, "-m", "yolodoctor", "demo", "--dir", str(tmp_path / "demo-data"), "--json"],
                        capture_output=True, text=True, timeout=600, cwd=tmp_path,

@@ -11,7 +11,7 @@ import pytest
 from yolodoctor.record import profile as record
 from yolodoctor.record.events import read_events
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("gpu")]  # one at a time on the GPU, under `-n 2` too
 
 
 @pytest.fixture(scope="module")

@@ -144,6 +144,8 @@ SCHEDULE = ("epochs", "batch", "imgsz", "accumulate", "nbs", "warmup_iterations"
             "optimizer", "lr0", "workers", "batches_per_epoch", "images_per_epoch", "amp", "cache")
 
 
+@pytest.mark.timed  # its window must be steady: runs alone, on the timed tests' pytest-xdist worker
+@pytest.mark.xdist_group("timed")
 def test_a_bounded_profile_measures_past_a_short_trainings_end_in_the_users_own_schedule(dataset, tmp_path):
     # the whole training: 3 epochs of 6 batches (18 steps); a bounded profile of 30 steps runs on past its end without
     # raising the epochs, so warm-up (2 of 3 epochs), mosaic, the optimizer and its lr are the user's run's

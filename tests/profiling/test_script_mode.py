@@ -12,6 +12,9 @@ from yolodoctor.record.events import read_events
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "fixtures" / "scripts"
+# one pytest-xdist worker for the module: its module fixtures (the datasets, the profile `twice`) are made once, and
+# its two-rank trainings (four processes each, with their loader workers) never run two at once
+pytestmark = pytest.mark.xdist_group("script-mode")
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +42,20 @@ def test_plain_script(dataset, tmp_path):
     assert any(e["type"] == "sample" for e in read_events(out / "samples.jsonl"))
 
 
-def test_two_train_calls_and_custom_trainer(dataset, tmp_path):
-    p, out = profile(tmp_path, sys.executable, SCRIPTS / "train_twice_custom.py", dataset, tmp_path / "ul")
+@pytest.fixture(scope="module")
+def twice(dataset, tmp_path_factory):
+    """`profile --steps 3` of train_twice_custom.py (two train() calls, the second with a trainer subclass), with its
+    file's bytes from before the run: (the process, the run directory, the bytes). Two tests read it: the record
+    itself, and `fix --apply` replaying it (which writes its own run directory beside it, never into it)."""
+    work = tmp_path_factory.mktemp("twice")
+    script = SCRIPTS / "train_twice_custom.py"
+    before = script.read_bytes()
+    p, out = profile(work, sys.executable, script, dataset, work / "ul")
+    return p, out, before
+
+
+def test_two_train_calls_and_custom_trainer(twice):
+    p, out, _ = twice
     assert p.returncode == 0, p.stderr[-2000:]
     assert "SCRIPT FINISHED" in p.stderr  # the program went on after its bounded first call
     prof = record.load(out)
@@ -78,15 +93,14 @@ def test_attach_from_a_notebook(dataset, tmp_path):
     assert any(e["type"] == "sample" for e in read_events(out / "samples.jsonl"))
 
 
-def test_fix_apply_reaches_an_unedited_script_and_its_custom_trainer(dataset, tmp_path):
+def test_fix_apply_reaches_an_unedited_script_and_its_custom_trainer(twice):
     import json
 
     script = SCRIPTS / "train_twice_custom.py"
-    before = script.read_bytes()
-    p, out = profile(tmp_path, sys.executable, script, dataset, tmp_path / "ul")
+    p, out, before = twice
     assert p.returncode == 0, p.stderr[-2000:]
     f = subprocess.run([sys.executable, "-m", "yolodoctor", "fix", str(out), "--apply", "--try", "batch=2", "--json"],
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600, cwd=out.parent,  # where the profile ran
                        env={**os.environ, "YOLO_OFFLINE": "1"})
     assert f.returncode == 0, f.stderr[-2000:]
     applied = json.loads(f.stdout)["applied"]

@@ -56,6 +56,8 @@ def holds(out: Path, epochs: int):
     return prof, d
 
 
+@pytest.mark.timed  # its window must be steady: runs alone, on the timed tests' pytest-xdist worker
+@pytest.mark.xdist_group("timed")
 def test_a_whole_three_epoch_profile_takes_its_rate_from_its_steps(dataset, tmp_path):
     out = tmp_path / "all"
     p = yd("profile", f"data={dataset}", "imgsz=64", "batch=4", "epochs=3", "workers=0", "plots=False",

@@ -1,6 +1,9 @@
 """Fixtures of the reliability tests: a tiny deterministic dataset, and one profiled CPU training that several modules
 reuse (the equivalence test compares it with the same training without yolodoctor, the fault tests replay it with
 `fix --apply`, the safety tests feed it to diagnose/fix/compare with hostile contents). Helpers: reliability_support.py.
+
+Under pytest-xdist the test modules here run on one worker, in order (xdist_group "reliability"): the profiled
+training is made once, and test_fuzz.py's last test counts the cases its properties ran in that same process.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from reliability_support import HERE, OBSERVER, TRAIN, env, snapshot
 from yolodoctor.record import profile as record
 from yolodoctor.record.events import read_events
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("reliability")]  # one worker: conftest.py says why
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from reliability_support import HERE, ROOT, env, has_step, one_line_error, snaps
 from yolodoctor.record import profile as record
 from yolodoctor.record.events import read_events
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("reliability")]  # one worker: conftest.py says why
 
 # YD_TEST_FAULT (tests/seams/sitecustomize.py) -> reason prefix, finding the profile command prints, the child's
 # exit code

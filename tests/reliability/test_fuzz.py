@@ -24,6 +24,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from reliability_support import ROOT, cli, one_line_error, yd
 
+pytestmark = pytest.mark.xdist_group("reliability")  # one worker: conftest.py says why
+
 FIXTURE = ROOT / "fixtures" / "profiles" / "h200-defaults"
 PROFILE = json.loads((FIXTURE / "profile.json").read_text())
 EVENTS = [json.loads(line) for line in gzip.decompress((FIXTURE / "events.jsonl.gz").read_bytes()).splitlines()]

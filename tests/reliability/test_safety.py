@@ -28,6 +28,8 @@ from reliability_support import bounded, cli, one_line_error, snapshot, yd
 
 from yolodoctor.record import profile as record
 
+pytestmark = pytest.mark.xdist_group("reliability")  # one worker: conftest.py says why
+
 GOOD = """
 id: XX101
 name: slow-steps
