@@ -166,9 +166,8 @@ def cost(sc: dict) -> float | None:
 
 def plan(budget_s: float | None = None) -> list[str]:
     """What is left to run (never run, or run on other code than this), in order, each with its measured cost (or
-    "not measured yet"), whether it stays within
-    SCENARIO_LIMIT_S, and which fit ``budget_s`` (known costs first come, first served; an unmeasured one is run only
-    where a measured one does not take the budget first)."""
+    "not measured yet"), whether it stays within SCENARIO_LIMIT_S, and which fit ``budget_s`` (known costs first
+    come, first served; an unmeasured one is run only where a measured one does not take the budget first)."""
     lines, left = [], budget_s
     for sc in load():
         if current(sc["name"]):

@@ -206,10 +206,9 @@ def test_a_scenario_finished_on_this_code_runs_again_only_when_asked_and_is_repl
     assert (kept / "scenario.json").exists() and not (kept / "old.profile.json").exists()
 
 
-def test_only_runs_the_named_scenarios_in_the_order_given(tmp_path, monkeypatch):
-    monkeypatch.setattr(sc, "load", lambda path=None: [{"name": n, "grid": [{}]} for n in "abc"])
-    monkeypatch.setattr(sc, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(sc, "WORK", tmp_path / "work")
+def stages_run(monkeypatch) -> list[str]:
+    """Stages that end at once (each leaves its return code), nothing collected; the scenario of each stage run, in
+    order."""
     started: list[str] = []
 
     def step(d, stage, cmd):
@@ -222,6 +221,14 @@ def test_only_runs_the_named_scenarios_in_the_order_given(tmp_path, monkeypatch)
     monkeypatch.setattr(sc, "collect", lambda *a: None)
     monkeypatch.setattr(sc, "read", lambda d: {})
     monkeypatch.setattr(sc, "row_text", lambda r: "")
+    return started
+
+
+def test_only_runs_the_named_scenarios_in_the_order_given(tmp_path, monkeypatch):
+    monkeypatch.setattr(sc, "load", lambda path=None: [{"name": n, "grid": [{}]} for n in "abc"])
+    monkeypatch.setattr(sc, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(sc, "WORK", tmp_path / "work")
+    started = stages_run(monkeypatch)
     assert sc.run(["c", "a"], 60) == 0
     assert list(dict.fromkeys(started)) == ["c", "a"]
 
@@ -250,18 +257,7 @@ def test_a_scenario_measured_on_other_code_is_planned_and_run_again(tmp_path, mo
     sc.report(tmp_path / "results")
     out = capsys.readouterr().out
     assert f"code {sc.code_version()}" in out and f"other code than this tree's ({sc.code_version()}): b." in out
-    started = []
-
-    def step(d, stage, cmd):
-        started.append(d.name)
-        (d / f"{stage}.rc").write_text("0")
-        return True
-
-    monkeypatch.setattr(sc, "step", step)
-    monkeypatch.setattr(sc, "stage_commands", lambda s, d: {k: "true" for k in sc.STAGES})
-    monkeypatch.setattr(sc, "collect", lambda *a: None)
-    monkeypatch.setattr(sc, "read", lambda d: {})
-    monkeypatch.setattr(sc, "row_text", lambda r: "")
+    started = stages_run(monkeypatch)
     sc.run(None, 60)
     assert set(started) == {"b"}
 

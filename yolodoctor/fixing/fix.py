@@ -148,16 +148,16 @@ def _untried(changes: list[Change], log: Callable[[str], None], *, keep_tries: b
     (judge.needs_trial), and with ``keep_tries`` the user's own --try changes, as asked (`fix --apply` without
     --verify); the others are named with why."""
     from yolodoctor.fixing.judge import needs_trial
+    from yolodoctor.fixing.planner import requirements
 
-    why = {id(c): needs_trial(c) for c in changes if not (keep_tries and c.reason == TRY_REASON) and needs_trial(c)}
-    grew = True
-    while grew:  # a change made for another (workers to feed a larger batch) goes where that one goes
-        grew = False
-        for c in changes:
-            gone = [x for x in changes if id(x) in why and x.key in (c.requires or [])]
-            if id(c) not in why and gone:
-                why[id(c)] = f"it serves {gone[0].key}={gone[0].after}, which is not applied"
-                grew = True
+    why: dict[int, str] = {}
+    for c in changes:
+        if not (keep_tries and c.reason == TRY_REASON) and (reason := needs_trial(c)):
+            why[id(c)] = reason
+    for c in changes:  # a change made for another (workers to feed a larger batch) goes where that one goes
+        gone = [x for x in requirements(c, changes) if id(x) in why]
+        if id(c) not in why and gone:
+            why[id(c)] = f"it serves {gone[0].key}={gone[0].after}, which is not applied"
     left = [c for c in changes if id(c) in why]
     if left:
         log("not applied unverified: " + "; ".join(f"{c.key}={c.after} ({why[id(c)]})" for c in left))
