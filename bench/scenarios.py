@@ -192,10 +192,10 @@ def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES
         budget_s: float | None = None, again: tuple[str, ...] = ()) -> int:
     """Run the scenarios (``only``: those named, in that order) stage by stage; ``stages``: run only these now (the
     others are left for a later call), in the order of STAGES. A scenario is collected once all its stages have
-    ended. ``budget_s``: the GPU seconds you can still spend; a scenario not yet started whose measured cost exceeds
-    them is not started.
-    A scenario whose kept results were measured on other code (``current``) runs again; ``again``: scenarios run
-    again although their results are on this code. New results replace the kept ones."""
+    ended. ``budget_s``: the seconds the scenarios may take in all; a scenario not yet started whose measured cost
+    exceeds what is left is not started. A scenario whose kept results were measured on other code (``current``)
+    runs again; ``again``: scenarios run again although their results are on this code. New results replace the kept
+    ones."""
     t0 = time.monotonic()
     scenarios = load()
     if only:  # in the order given: the scenarios that matter most this call first
@@ -391,7 +391,8 @@ def main(argv: list[str]) -> int:
     r.add_argument("--again", default="", help="comma-separated scenarios to run again on this code, their kept "
                    "results replaced")
     r.add_argument("--budget-s", type=float, default=None,
-                   help="GPU seconds you can still spend: start no scenario whose measured cost exceeds them")
+                   help="seconds the scenarios may take in all: start no scenario whose measured cost exceeds what "
+                   "is left")
     p = sub.add_parser("report")
     p.add_argument("dir", nargs="?", type=Path, default=RESULTS)
     q = sub.add_parser("plan")
