@@ -64,3 +64,63 @@ def test_a_crash_reason_is_saved_without_terminal_colours():
     reason, code = classify_error(FileNotFoundError(colorstr("red", "bold", "Dataset 'x.yaml' images not found")))
     assert (reason, code) == ("crashed: FileNotFoundError: Dataset 'x.yaml' images not found", 1)
     assert classify_error(RuntimeError("CUDA out of memory"))[0].startswith("out-of-memory: RuntimeError")
+
+
+class Iterating(Loader):
+    def __init__(self, workers):
+        super().__init__()
+        self.iterator = type("It", (), {"_workers": workers})()
+
+
+def _sleep():
+    import time
+    time.sleep(60)
+
+
+def _exit3():
+    raise SystemExit(3)
+
+
+def dead_worker(how):
+    """A real child process ended by ``how`` ("kill": SIGKILL, "exit": code 3), as a loader worker would be."""
+    import multiprocessing
+    import signal
+
+    p = multiprocessing.get_context("fork").Process(target=_sleep if how == "kill" else _exit3)
+    p.start()
+    if how == "kill":
+        import os
+        os.kill(p.pid, signal.SIGKILL)
+    p.join(10)
+    return p
+
+
+def ended_reason(run):
+    return [e for e in read_events(run / "events.jsonl") if e["type"] == "run_end"][-1]["reason"]
+
+
+def test_a_crash_after_a_killed_loader_worker_names_the_worker_whatever_error_came_first(tmp_path):
+    worker = dead_worker("kill")
+    s, _ = started(tmp_path, "killed", Iterating([worker]))
+    s.end("incomplete", "crashed: ConnectionResetError: [Errno 104] Connection reset by peer")
+    reason = ended_reason(s.run)
+    assert reason.startswith(f"crashed: DataLoader worker (pid {worker.pid}) of the train_loader was killed by "
+                             "signal SIGKILL")
+    assert "out-of-memory killer" in reason and reason.endswith("ConnectionResetError: [Errno 104] Connection "
+                                                                "reset by peer")
+
+
+def test_a_worker_that_exited_with_an_error_is_named_and_healthy_workers_change_nothing(tmp_path):
+    worker = dead_worker("exit")
+    s, _ = started(tmp_path, "exited", Iterating([worker]))
+    s.end("incomplete", "crashed: BrokenPipeError: [Errno 32] Broken pipe")
+    assert f"DataLoader worker (pid {worker.pid}) of the train_loader exited with code 3" in ended_reason(s.run)
+    s2, _ = started(tmp_path, "healthy", Iterating([type("W", (), {"pid": 1, "exitcode": None})()]))
+    s2.end("incomplete", "crashed: ValueError: bad label")
+    assert ended_reason(s2.run) == "crashed: ValueError: bad label"
+
+
+def test_an_interruption_is_not_blamed_on_a_worker_the_signal_also_reached(tmp_path):
+    s, _ = started(tmp_path, "interrupted-w", Iterating([dead_worker("kill")]))
+    s.end("incomplete", "interrupted")
+    assert ended_reason(s.run) == "interrupted"

@@ -106,7 +106,6 @@ def test_injected_fault_in_training(fault, batch, dataset, profiled):
     assert snapshot(dataset.parent) == profiled.dataset_before
 
 
-@pytest.mark.timed  # races a worker's death against the loader's own check: runs with nothing beside it
 def test_dataloader_worker_killed(dataset, tmp_path, profiled):
     """A train-loader worker dies (SIGKILL) mid-run: the training fails, the profile says why."""
     out = tmp_path / "run"

@@ -181,6 +181,8 @@ class Session:
         if self.ended:
             return
         self.ended = True
+        if status != "complete" and reason is not None and reason.startswith("crashed:"):
+            reason = blame_loader_worker(self.recorder.trainer(), reason)
         self._close_trace(reason)
         if status != "complete":
             self._close_loaders(self.recorder.trainer(), "train_loader")
@@ -212,6 +214,36 @@ class Session:
             prof.__exit__(None, None, None)
         t.skipped = f"the training ended inside the trace window ({reason or 'without a reason'})"
         self.events.write("trace", skipped=t.skipped)
+
+
+def blame_loader_worker(trainer: Any, reason: str) -> str:
+    """``reason`` (a crash) told as the death of a DataLoader worker where one of ``trainer``'s loaders lost a worker
+    to a signal or a non-zero exit: that death is the cause whatever error reached the training first (torch's own
+    "worker is killed" check, or a ConnectionResetError or broken pipe from the pin-memory thread, depending on
+    timing). SIGKILL is named as the likely work of the system's out-of-memory killer."""
+    import signal
+
+    for name in ("train_loader", "test_loader"):
+        iterator = getattr(getattr(trainer, name, None), "iterator", None)
+        for worker in getattr(iterator, "_workers", None) or ():
+            try:
+                code = worker.exitcode  # reaps a dead worker (it is this process's child); None while it runs
+            except Exception:
+                continue
+            if not code:
+                continue
+            if code < 0:
+                try:
+                    how = f"was killed by signal {signal.Signals(-code).name}"
+                except ValueError:
+                    how = f"was killed by signal {-code}"
+                if code == -signal.SIGKILL:
+                    how += " (often the system's out-of-memory killer)"
+            else:
+                how = f"exited with code {code}"
+            seen = reason.removeprefix("crashed:").strip()
+            return f"crashed: DataLoader worker (pid {worker.pid}) of the {name} {how}; the training saw: {seen}"
+    return reason
 
 
 def classify_error(e: BaseException) -> tuple[str, int]:
