@@ -14,6 +14,7 @@ from yolodoctor.record import profile as record
 from yolodoctor.record.events import read_events
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # each test runs a training
 
 
 @pytest.fixture(scope="module")

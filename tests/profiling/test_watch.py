@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from yolodoctor.profiling.watch import KINETO_QUIET, OutputPump, RunProgress, child_env, current, watching
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +90,7 @@ def test_the_training_environment_silences_the_profiler_log_unless_debug_or_set(
     assert child_env({"KINETO_LOG_LEVEL": "0"}, debug=False) == {"KINETO_LOG_LEVEL": "0"}  # the user's own wins
 
 
+@pytest.mark.slow  # runs torch.profiler in a child process
 def test_the_trace_window_silences_kineto_after_ultralytics_set_its_level():
     # Ultralytics sets KINETO_LOG_LEVEL=5 when imported, which still prints profiler_start/stop (USDT) lines on the
     # CPU; the trace window raises it before the profiler starts, unless --debug asked for the profiler's log

@@ -181,8 +181,10 @@ def refill(part: list[dict[str, Any]], depth: int, evidence: str, level: float |
     queue is first in, first out) - unless the pause left the queue no fuller than ``level``, the level the run's
     first stretch settled at, and the stretch keeps it there past those batches (a queue that stays full means the GPU
     side sets the pace: a step served from it is a steady one, and only the first step, the switch back, is left
-    out; a queue that drains after them is a loader that cannot keep up); without occupancy, the whole prefetch
-    depth (it may have filled); without a queue, the first step alone (the switch back from validation)."""
+    out; a queue that drains after them is a loader that cannot keep up). A stretch that ends before its refill
+    would (an epoch of fewer batches than the queue holds) is judged by its own steps after the first: a loader
+    slower than the GPU side drains the queue across them. Without occupancy, the whole prefetch depth (it may have
+    filled); without a queue, the first step alone (the switch back from validation)."""
     if evidence == "no queue" or depth == 0:
         return 1
     r0 = part[0].get("ready")
@@ -190,6 +192,8 @@ def refill(part: list[dict[str, Any]], depth: int, evidence: str, level: float |
         served = min(int(r0) + 1, depth)
         tol = max(1.0, 0.1 * depth)
         later = [s["ready"] for s in part[served:] if isinstance(s.get("ready"), (int, float))]
+        if not later:  # a stretch no longer than the refill (epochs shorter than the queue): its own steps show it
+            later = [s["ready"] for s in part[1:] if isinstance(s.get("ready"), (int, float))]
         if level is not None and r0 <= level + tol and later and min(later) >= level - tol:
             return 1  # the queue left as the run keeps it, and kept so past the refill: the GPU side sets the pace
         return served
