@@ -159,9 +159,18 @@ SCENARIO_LIMIT_S = 480  # no scenario above 8 minutes on one machine
 
 
 def cost(sc: dict) -> float | None:
-    """A scenario's measured seconds, all stages (``cost_s`` in scenarios.yaml), or None before its first run."""
-    c = sc.get("cost_s")
-    return float(sum(c.values())) if c else None
+    """A scenario's measured seconds, all stages (``cost_s`` in scenarios.yaml), or None until every stage has run
+    (a part is no plan: the stages left are often the long ones)."""
+    c = sc.get("cost_s") or {}
+    return float(sum(c[k] for k in STAGES)) if all(k in c for k in STAGES) else None
+
+
+def cost_so_far(sc: dict) -> str:
+    """The stages measured of a scenario not measured whole ("profile 140 s, grid 194 s so far"), else ""."""
+    part = sc.get("cost_s") or {}
+    if not part or cost(sc) is not None:
+        return ""
+    return ", ".join(f"{k} {v:.0f} s" for k, v in part.items()) + " so far"
 
 
 def plan(budget_s: float | None = None) -> list[str]:
@@ -174,7 +183,7 @@ def plan(budget_s: float | None = None) -> list[str]:
             continue
         c = cost(sc)
         what = f"{c:.0f} s" + (" (over the 8-minute limit)" if c > SCENARIO_LIMIT_S else "") if c is not None else \
-            "not measured yet"
+            "not measured yet" + (f" ({part})" if (part := cost_so_far(sc)) else "")
         if (RESULTS / sc["name"] / "scenario.json").exists():
             what += ", ran on other code"
         fits = ""
@@ -376,7 +385,8 @@ def report(d: Path) -> int:
     missing = [sc for sc in load() if sc["name"] not in {r["name"] for r in rows}]
     if missing:
         print("\nNot run yet: " + ", ".join(
-            sc["name"] + (f" (about {sum(sc['cost_s'].values()):.0f} s)" if sc.get("cost_s") else "") for sc in missing)
+            sc["name"] + (f" (about {c:.0f} s)" if (c := cost(sc)) is not None else
+                          f" ({part})" if (part := cost_so_far(sc)) else "") for sc in missing)
             + ".")
     return 0
 

@@ -148,7 +148,8 @@ def test_a_rolled_back_apply_and_a_window_that_is_not_steady_are_said_not_hidden
 
 def test_measured_stage_costs_are_kept_with_the_scenarios():
     costed = [s for s in sc.load() if s.get("cost_s")]
-    assert costed and all(set(s["cost_s"]) == set(sc.STAGES) for s in costed)
+    assert costed and all(set(s["cost_s"]) <= set(sc.STAGES) and min(s["cost_s"].values()) > 0 for s in costed)
+    assert any(sc.cost(s) is not None for s in costed)
 
 
 def test_benchmarks_shows_the_matrix_as_its_results_give_it(capsys):
@@ -160,18 +161,20 @@ def test_benchmarks_shows_the_matrix_as_its_results_give_it(capsys):
 def test_the_plan_and_the_budget_follow_the_measured_costs(tmp_path, monkeypatch, capsys):
     rows = [{"name": "a", "cost_s": {"profile": 100, "grid": 100, "fix": 50, "original": 50}, "grid": [{}]},
             {"name": "b", "cost_s": {"profile": 300, "grid": 200, "fix": 100, "original": 0}, "grid": [{}]},
-            {"name": "c", "grid": [{}]}]
+            {"name": "c", "grid": [{}]}, {"name": "d", "cost_s": {"profile": 140, "grid": 194}, "grid": [{}]}]
     monkeypatch.setattr(sc, "load", lambda path=None: rows)
     monkeypatch.setattr(sc, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(sc, "WORK", tmp_path / "work")
     assert sc.plan(500) == ["a: 300 s - fits", "b: 600 s (over the 8-minute limit) - does not fit",
-                            "c: not measured yet - runs if time is left"]
+                            "c: not measured yet - runs if time is left",  # a part measured is no cost yet:
+                            "d: not measured yet (profile 140 s, grid 194 s so far) - runs if time is left"]
     started = []
     monkeypatch.setattr(sc, "step", lambda d, stage, cmd: started.append((d.name, stage)) or True)
     monkeypatch.setattr(sc, "stage_commands", lambda s, d: {k: "true" for k in sc.STAGES})
     monkeypatch.setattr(sc, "collect", lambda s, d, dest: None)
     monkeypatch.setattr(sc, "row_text", lambda r: "")
     monkeypatch.setattr(sc, "read", lambda d: {})
+    rows.pop()
     for name in "abc":
         d = tmp_path / "work" / "scenarios" / name
         d.mkdir(parents=True)

@@ -122,13 +122,13 @@ def test_a_refill_is_left_out_only_where_the_pause_left_the_queue_fuller_than_th
 
 
 def test_epochs_shorter_than_the_queue_with_the_queue_kept_full_are_steady():
-    # the H100 matrix's fp32 yolo11m training: 1,000 images at batch 32 (32 steps an epoch, the last one partial) and a
-    # 32-batch queue kept full by 8 workers. Every stretch after a pause ended inside its refill, so all 288 steps
-    # were left out, and 12 steps of the first epoch, one of them a partial batch's first sight (cuDNN picking
-    # kernels for a new shape), gave 102 images/s for a training that ran 231 over its training steps.
+    # the H100 matrix's fp32 yolo11m training: 1,000 images at batch 32 (32 steps an epoch) and a 32-batch queue kept
+    # full by 8 workers. Every stretch after a pause ended inside its refill, so all 288 steps were left out, and 12
+    # steps of the first epoch, one of them slow, gave 102 images/s for a training that ran 225 over its training
+    # steps.
     depth = 32
     ev = epochs(32, 10, step_s=0.11, images=32, ready=lambda e, i: depth - 1)
-    ev[31]["compute"] += 2.0  # the first epoch's partial batch: a new shape
+    ev[31]["compute"] += 2.0  # one slow step at the first epoch's end
     ev[31]["t1"] += 2.0
     for x in ev[32:]:
         x["t0"] += 2.0
