@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -221,8 +222,6 @@ def blame_loader_worker(trainer: Any, reason: str) -> str:
     to a signal or a non-zero exit: that death is the cause whatever error reached the training first (torch's own
     "worker is killed" check, or a ConnectionResetError or broken pipe from the pin-memory thread, depending on
     timing). SIGKILL is named as the likely work of the system's out-of-memory killer."""
-    import signal
-
     for name in ("train_loader", "test_loader"):
         iterator = getattr(getattr(trainer, name, None), "iterator", None)
         for worker in getattr(iterator, "_workers", None) or ():

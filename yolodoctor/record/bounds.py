@@ -191,9 +191,11 @@ def refill(part: list[dict[str, Any]], depth: int, evidence: str, level: float |
     if evidence == "occupancy" and isinstance(r0, (int, float)):
         served = min(int(r0) + 1, depth)
         tol = max(1.0, 0.1 * depth)
-        later = [s["ready"] for s in part[served:] if isinstance(s.get("ready"), (int, float))]
-        if not later:  # a stretch no longer than the refill (epochs shorter than the queue): its own steps show it
-            later = [s["ready"] for s in part[1:] if isinstance(s.get("ready"), (int, float))]
+        def readings(steps: list[dict[str, Any]]) -> list[float]:
+            return [s["ready"] for s in steps if isinstance(s.get("ready"), (int, float))]
+
+        # a stretch no longer than its refill (epochs shorter than the queue): its own steps after the first show it
+        later = readings(part[served:]) or readings(part[1:])
         if level is not None and r0 <= level + tol and later and min(later) >= level - tol:
             return 1  # the queue left as the run keeps it, and kept so past the refill: the GPU side sets the pace
         return served
