@@ -332,7 +332,10 @@ def goals(r: dict) -> list[str]:
     if r["bottleneck"] and r["bottleneck"].startswith("none"):
         out.append(f"nothing applied {'met' if not r['relaunched'] else 'missed'}")
     saved = (r["orig_wall"] - r["app_wall"]) if r["orig_wall"] and r["app_wall"] else None
-    if (r["epochs"] or 0) >= 10 and r["verify_s"] and saved is not None:
+    if (r["epochs"] or 0) >= 10 and r["verify_skipped"]:
+        # fix judged that no design of trials could pay for itself and ran none: no time went to verify
+        out.append("verify <= 25% of saved met (skipped: 0 s)")
+    elif (r["epochs"] or 0) >= 10 and r["verify_s"] and saved is not None:
         out.append(f"verify <= 25% of saved {'met' if saved > 0 and r['verify_s'] <= 0.25 * saved else 'missed'}")
     return out
 

@@ -77,6 +77,18 @@ def test_missed_goals_are_named(tmp_path):
     assert sc.goals(r) == ["best missed", "not slower missed", "verify <= 25% of saved missed"]
 
 
+def test_a_skipped_verify_on_a_long_training_spent_nothing_on_trials(tmp_path):
+    scenario(tmp_path, kept=False, verify=None)
+    fix = json.loads((tmp_path / "s" / "fix.json").read_text())
+    fix["verify"] = {"fits": False, "trials": 4, "verify_s": 100.0, "budget_s": 41.0}
+    (tmp_path / "s" / "fix.json").write_text(json.dumps(fix))
+    r = sc.read(tmp_path / "s")
+    assert "verify <= 25% of saved met (skipped: 0 s)" in sc.goals(r)
+    assert "verify skipped: 4 trials, about 100 s, against a budget of 41 s" in sc.row_text(r)
+    r["epochs"] = 3  # shorter than 10 epochs: the goal does not apply
+    assert not any(g.startswith("verify") for g in sc.goals(r))
+
+
 def test_a_well_tuned_training_must_keep_nothing(tmp_path):
     r = scenario(tmp_path, epochs=2, bottleneck="none (already well tuned)", kept=False)
     assert r["app_rate"] == 200.0 and r["app_wall"] == 1000.0  # nothing relaunched: the original stands
