@@ -94,3 +94,21 @@ def test_the_monitors_rolling_window_leaves_a_validation_pause_out(tmp_path):
     f = live(tmp_path, window_s=30.0)
     assert abs(f["run.images_per_s"] - 8 / 0.201) < 0.5  # with the pause inside: about 25% lower
     assert f["gpu.util_mean"] == 70
+
+
+# check's facts of a decode-bound training on an H100 host with 16 cores (1,500 train and 300 val 1080p PNGs,
+# 2026-12-07), where filling cache='ram' took 25 s of setup
+PNG_CHECK = {"dataset.task": "detect", "dataset.images.train": 1500, "dataset.images.val": 300, "cpu.count": 16,
+             "io.read_ms_per_image": 1.148, "io.decode_ms_median": 68.351, "io.resize_ms_median": 3.274}
+
+
+def test_the_cache_fill_is_every_train_and_val_image_decoded_once_on_ultralytics_threads():
+    from yolodoctor.diagnosis.facts import from_check
+
+    fill = from_check(PNG_CHECK)["check.cache_fill_s"]
+    assert abs(fill - 1800 * 72.773 / 1000 / 8) < 1e-6  # 16.4 s: 8 threads (min(8, 16 - 1)), a lower bound of 25 s
+    two_cores = from_check(dict(PNG_CHECK, **{"cpu.count": 2}))["check.cache_fill_s"]
+    assert abs(two_cores - 8 * fill) < 1e-6  # one thread
+    classify = from_check(dict(PNG_CHECK, **{"dataset.task": "classify"}))["check.cache_fill_s"]
+    assert abs(classify - 1800 * (72.773 - 3.274) / 1000 / 8) < 1e-6  # full resolution: no resize
+    assert "check.cache_fill_s" not in from_check({k: v for k, v in PNG_CHECK.items() if k != "io.decode_ms_median"})

@@ -88,8 +88,8 @@ def test_the_saving_bound_charges_a_one_off_cost_only_to_the_change_that_pays_it
     assert "compile" in both.args  # 20 x 40 s epochs repay compilation
     assert both.run_saving() == {"best_single_per_epoch": 3.69, "one_off": 0, "planned_run_upper_bound": 73.8}
     cache = plan([finding("DL204", 10.0, 60.0, cache="ram")], dict(FACTS, **{"check.cache_ram_fits": True,
-                                                                             "run.epochs": 3.0}), SETTINGS)
-    assert cache.run_saving()["planned_run_upper_bound"] == 10.0 * 3 - 60.0
+                                                                             "run.epochs": 10.0}), SETTINGS)
+    assert cache.run_saving()["planned_run_upper_bound"] == 10.0 * 10 - 60.0
 
 
 def test_cuda_graphs_only_without_gradient_accumulation():
@@ -343,3 +343,33 @@ def test_every_reference_is_a_candidate_when_compile_drives_the_workers():
     assert cands["batch=64+compile=reduce-overhead+workers=14"].against == "batch=64+compile=reduce-overhead"
     assert cands["batch=64+compile=reduce-overhead"].against == "batch=64"
     assert cands["batch=64"].against == "baseline"
+
+
+# png-decode on an H100 host with 16 cores (2026-12-07): 1,500 1080p PNGs at batch 32, 8 workers, a 13.2 s epoch
+# waiting 64% for data; the cache's fill (1,800 train and val images) estimated at 16 s
+DECODE = dict(FACTS, **{"check.cache_ram_fits": True, "run.epoch_s": 13.2, "run.data_wait_share": 0.64,
+                        "run.batch": 32.0, "run.epochs": 3.0})
+DECODE_SETTINGS = dict(SETTINGS, batch=32)
+
+
+def test_the_cache_must_repay_its_fill_beyond_what_more_workers_save():
+    findings = [finding("DL204", 8.44, 16.0, cache="ram"), finding("DL201", 8.44, workers=15)]
+    short = plan(findings, DECODE, DECODE_SETTINGS)
+    # 15 workers for 8 leave max(4.75, 13.2 x 8/15 = 7.04) - 4.75 = 2.3 s an epoch to the cache: 6.9 s over 3 epochs
+    assert short.args == {"workers": 15}
+    why = next(d["reason"] for d in short.dropped if d["key"] == "cache")
+    assert "2.3 s an epoch x 3 epochs does not repay the 16 s" in why and "beyond workers=15" in why
+    long = plan(findings, dict(DECODE, **{"run.epochs": 20.0}), DECODE_SETTINGS)  # 46 s over 20 epochs: it repays
+    cache = next(c for c in long.changes if c.key == "cache")
+    assert long.args == {"cache": "ram", "workers": 15} and cache.seconds_saved_per_epoch == 2.29
+    assert "what it adds to workers=15" in cache.note and long.changes[0].key == "workers"  # the larger gain first
+
+
+def test_the_cache_alone_is_judged_by_its_own_gain_and_fill():
+    alone = [finding("DL204", 8.44, 16.0, cache="ram")]  # no workers change: the whole wait is the cache's
+    assert plan(alone, DECODE, DECODE_SETTINGS).args == {"cache": "ram"}  # 25 s over 3 epochs repays 16 s
+    one = plan(alone, dict(DECODE, **{"run.epochs": 1.0}), DECODE_SETTINGS)
+    assert one.args == {} and "8.4 s an epoch x 1 epochs does not repay the 16 s" in one.dropped[-1]["reason"]
+    # no estimate of the fill (check did not time the decode): nothing to charge
+    assert plan([finding("DL204", 8.44, None, cache="ram")], dict(DECODE, **{"run.epochs": 1.0}),
+                DECODE_SETTINGS).args == {"cache": "ram"}
