@@ -365,6 +365,17 @@ def test_the_cache_must_repay_its_fill_beyond_what_more_workers_save():
     assert "what it adds to workers=15" in cache.note and long.changes[0].key == "workers"  # the larger gain first
 
 
+def test_the_cache_is_left_out_where_more_workers_leave_it_no_wait():
+    # 8 -> 15 workers at the measured rate per worker feed 4.75 s of GPU side in 13.2 x 8/15 = 7.0 s; a training whose
+    # wait is 40% (GPU side 7.9 s) is fed by them: nothing is left for the cache, whatever its fill and the epochs
+    fed = dict(DECODE, **{"run.data_wait_share": 0.4, "run.epochs": 100.0})
+    for one_off in (16.0, None):
+        p = plan([finding("DL204", 5.3, one_off, cache="ram"), finding("DL201", 5.3, workers=15)], fed,
+                 DECODE_SETTINGS)
+        assert p.args == {"workers": 15}
+        assert "workers=15 leave it no data wait" in next(d["reason"] for d in p.dropped if d["key"] == "cache")
+
+
 def test_the_cache_alone_is_judged_by_its_own_gain_and_fill():
     alone = [finding("DL204", 8.44, 16.0, cache="ram")]  # no workers change: the whole wait is the cache's
     assert plan(alone, DECODE, DECODE_SETTINGS).args == {"cache": "ram"}  # 25 s over 3 epochs repays 16 s

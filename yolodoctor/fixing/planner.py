@@ -242,7 +242,7 @@ def _cache_repays(p: Plan, facts: dict[str, Any]) -> None:
     cache = next((c for c in p.changes if c.kind == "args" and c.key == "cache" and c.after in ("ram", True)), None)
     if cache is None or not cache.seconds_saved_per_epoch:
         return
-    gain = cache.seconds_saved_per_epoch
+    gain, why, beyond = cache.seconds_saved_per_epoch, None, ""
     # more workers that act on the same wait (not those the planner adds to feed the cache itself)
     workers = next((c for c in p.changes if c.kind == "args" and c.key == "workers" and "cache" not in c.requires),
                    None)
@@ -254,16 +254,20 @@ def _cache_repays(p: Plan, facts: dict[str, Any]) -> None:
         if left < gain:
             gain = cache.seconds_saved_per_epoch = round(left, 2)
             _add_note(cache, f"the gain is what it adds to workers={workers.after}")
+            beyond = f" (what it saves beyond workers={workers.after})"
             p.changes.sort(key=lambda c: -(c.seconds_saved_per_epoch or 0))
-    if p.epochs and cache.one_off_seconds and gain * p.epochs < cache.one_off_seconds:
-        p.changes.remove(cache)
-        p.dropped.append({"key": "cache", "value": cache.after, "reason": (
-            f"{cache.reason}: {gain:.1f} s an epoch x {p.epochs:.0f} epochs does not repay the "
-            f"{cache.one_off_seconds:.0f} s filling the cache takes" +
-            (f" (what it saves beyond workers={workers.after})" if workers is not None else ""))})
-        for c in [c for c in p.changes if "cache" in c.requires]:  # what served the cache goes with it
-            p.changes.remove(c)
-            p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: it served cache={cache.after}"})
+            if gain <= 0:
+                why = f"workers={workers.after} leave it no data wait to remove (at the measured rate per worker)"
+    if why is None and p.epochs and cache.one_off_seconds and gain * p.epochs < cache.one_off_seconds:
+        why = (f"{gain:.1f} s an epoch x {p.epochs:.0f} epochs does not repay the {cache.one_off_seconds:.0f} s "
+               f"filling the cache takes{beyond}")
+    if why is None:
+        return
+    p.changes.remove(cache)
+    p.dropped.append({"key": "cache", "value": cache.after, "reason": f"{cache.reason}: {why}"})
+    for c in [c for c in p.changes if "cache" in c.requires]:  # what served the cache goes with it
+        p.changes.remove(c)
+        p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: it served cache={cache.after}"})
 
 
 def _compile_without_determinism(p: Plan) -> None:
