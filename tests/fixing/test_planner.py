@@ -384,3 +384,14 @@ def test_the_cache_alone_is_judged_by_its_own_gain_and_fill():
     # no estimate of the fill (check did not time the decode): nothing to charge
     assert plan([finding("DL204", 8.44, None, cache="ram")], dict(DECODE, **{"run.epochs": 1.0}),
                 DECODE_SETTINGS).args == {"cache": "ram"}
+
+
+def test_a_cache_left_out_leaves_the_loader_workers_to_what_stays_in_the_plan():
+    # one epoch cannot repay the fill; batch=64 is left as the plan's largest gain, projecting 1500 / (13.2 - 5.0) =
+    # 183 images/s against the 120 that 8 workers deliver: the planner adds workers for the batch, not for the cache
+    fed = dict(DECODE, **{"run.epochs": 1.0, "settings.workers": 8.0, "loader.capacity_images_per_s": 120.0,
+                          "run.images_per_epoch": 1500.0})
+    p = plan([finding("DL204", 8.44, 16.0, cache="ram"), finding("LA201", 5.0, batch=64)], fed, DECODE_SETTINGS)
+    workers = next(c for c in p.changes if c.key == "workers")
+    assert p.args == {"batch": 64, "workers": 14} and workers.requires == ["batch"]
+    assert any(d["key"] == "cache" and "does not repay" in d["reason"] for d in p.dropped)

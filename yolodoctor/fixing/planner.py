@@ -222,11 +222,11 @@ def plan(findings: list[Finding], facts: dict[str, Any], settings: Settings, arg
                         None)
             if safe is not None:
                 p.fallbacks.append(safe)
+    _cache_repays(p, facts)  # before the workers the planner adds to feed the plan: they feed what stays in it
     p.changes.sort(key=lambda c: -(c.seconds_saved_per_epoch or 0))
     _cuda_graphs_without_accumulation(p, facts, settings, args)
     _compile_without_determinism(p)
     _loader_keeps_up(p, facts, settings)
-    _cache_repays(p, facts)
     return p
 
 
@@ -238,14 +238,14 @@ def _cache_repays(p: Plan, facts: dict[str, Any]) -> None:
     C = E x (1 - w) being the GPU side's part, and C with the cache. Measured on an H100 host with 16 cores
     (1,500 1080p PNGs, 3 epochs at batch 32, 2026-12-07): the fill took 25 s; 15 workers instead of 8 ran 186
     images/s and the cache with 15 workers 364, so the cache added 3.9 s an epoch, 12 s over the training: less
-    than its fill. The cache's gain becomes that remainder, so verify's budget and order see it."""
+    than its fill. The cache's gain becomes that remainder, so verify's budget and order see it. Runs on the rules'
+    proposals, before the planner adds workers to feed the plan (_loader_keeps_up), which then feed only what is
+    kept."""
     cache = next((c for c in p.changes if c.kind == "args" and c.key == "cache" and c.after in ("ram", True)), None)
     if cache is None or not cache.seconds_saved_per_epoch:
         return
     gain, why, beyond = cache.seconds_saved_per_epoch, None, ""
-    # more workers that act on the same wait (not those the planner adds to feed the cache itself)
-    workers = next((c for c in p.changes if c.kind == "args" and c.key == "workers" and "cache" not in c.requires),
-                   None)
+    workers = next((c for c in p.changes if c.kind == "args" and c.key == "workers"), None)  # on the same wait
     epoch_s, wait = facts.get("run.epoch_s"), facts.get("run.data_wait_share")
     if workers is not None and isinstance(workers.before, (int, float)) and isinstance(workers.after, (int, float)) \
             and workers.before > 0 and workers.after > workers.before and epoch_s and wait is not None:
@@ -255,7 +255,6 @@ def _cache_repays(p: Plan, facts: dict[str, Any]) -> None:
             gain = cache.seconds_saved_per_epoch = round(left, 2)
             _add_note(cache, f"the gain is what it adds to workers={workers.after}")
             beyond = f" (what it saves beyond workers={workers.after})"
-            p.changes.sort(key=lambda c: -(c.seconds_saved_per_epoch or 0))
             if gain <= 0:
                 why = f"workers={workers.after} leave it no data wait to remove (at the measured rate per worker)"
     if why is None and p.epochs and cache.one_off_seconds and gain * p.epochs < cache.one_off_seconds:
@@ -265,9 +264,6 @@ def _cache_repays(p: Plan, facts: dict[str, Any]) -> None:
         return
     p.changes.remove(cache)
     p.dropped.append({"key": "cache", "value": cache.after, "reason": f"{cache.reason}: {why}"})
-    for c in [c for c in p.changes if "cache" in c.requires]:  # what served the cache goes with it
-        p.changes.remove(c)
-        p.dropped.append({"key": c.key, "value": c.after, "reason": f"{c.reason}: it served cache={cache.after}"})
 
 
 def _compile_without_determinism(p: Plan) -> None:
