@@ -13,8 +13,8 @@ bench/results/scenarios/NAME (committed) is not run again if they were measured 
 its machine.json); `plan` lists the others. What a finished scenario leaves (profiles' records, fix's
 JSON, no traces or weights) is copied to bench/results/scenarios/NAME. Where $OUT is set (a folder of your choice),
 every call leaves there two archives: scenarios.tgz (the finished scenarios, as under bench/results/) and
-stages.tgz (the stages' logs, return codes and JSON so far, and each finished run directory's profile.json, so a
-machine taken back mid-scenario still leaves the runs it finished).
+stages.tgz (the stages' logs, return codes and JSON so far, and each finished run directory's profile.json and step
+events, so a machine taken back mid-scenario still leaves the runs it finished, and a window can be derived again).
 """
 
 from __future__ import annotations
@@ -249,8 +249,10 @@ def export(out: Path) -> None:
     with tarfile.open(out / "stages.tgz", "w:gz") as tar:
         stage_files = (WORK / "scenarios").glob("*/*")  # logs, return codes, the commands' JSON
         run_records = (WORK / "scenarios").glob("*/*/profile.json")  # each finished run's record, the applied one too
-        for f in sorted([*stage_files, *run_records]):
-            if f.is_file() and f.suffix in (".log", ".rc", ".json") and f.stat().st_size < 5_000_000:
+        step_events = (WORK / "scenarios").glob("*/*/events.jsonl.gz")  # and its steps: windows can be re-derived
+        for f in sorted([*stage_files, *run_records, *step_events]):
+            if f.is_file() and f.suffix in (".log", ".rc", ".json", ".gz") and f.stat().st_size < 5_000_000 \
+                    and not f.name.endswith(".json.gz"):
                 tar.add(f, arcname=str(f.relative_to(WORK)))
 
 

@@ -108,6 +108,8 @@ def test_export_leaves_two_archives_whatever_the_number_of_files(tmp_path, monke
     (work / "scenarios" / "a" / "fix-profile").mkdir()
     (work / "scenarios" / "a" / "fix-profile" / "profile.json").write_text("{}")  # a finished run's record: kept
     (work / "scenarios" / "a" / "fix-profile" / "steps.jsonl").write_text("{}")  # its events: left out
+    (work / "scenarios" / "a" / "fix-profile" / "events.jsonl.gz").write_bytes(b"x")  # its step events: kept
+    (work / "scenarios" / "a" / "fix-profile" / "samples.jsonl.gz").write_bytes(b"x")  # its samples: left out
     monkeypatch.setattr(sc, "RESULTS", results)
     monkeypatch.setattr(sc, "WORK", work)
     sc.export(tmp_path / "out")
@@ -115,7 +117,8 @@ def test_export_leaves_two_archives_whatever_the_number_of_files(tmp_path, monke
     with tarfile.open(tmp_path / "out" / "scenarios.tgz") as t:
         assert len([m for m in t.getnames() if m.endswith(".profile.json")]) == 12
     with tarfile.open(tmp_path / "out" / "stages.tgz") as t:
-        assert t.getnames() == ["scenarios/a/fix-profile/profile.json", "scenarios/a/fix.log"]
+        assert t.getnames() == ["scenarios/a/fix-profile/events.jsonl.gz", "scenarios/a/fix-profile/profile.json",
+                                "scenarios/a/fix.log"]
 
 
 def test_an_unverified_apply_and_a_combination_other_than_the_measured_are_named(tmp_path):

@@ -158,3 +158,15 @@ def test_what_an_unverified_apply_leaves_out_takes_the_changes_made_for_it_along
     cache = Change("args", "cache", None, "ram", "DL204")
     fed = Change("args", "workers", 8, 15, "planner loader-capacity", requires=["cache"])
     assert _untried([cache, fed], said.append, keep_tries=False) == [cache, fed]
+
+
+def test_a_trial_in_the_warmups_ramp_is_priced_past_it():
+    base, _, _, batch, _ = candidates(plan())
+    ramp = {**SETTINGS, "nbs": 64, "accumulate": 4, "warmup_iterations": 189}  # batch 16 of 63 batches, 3 epochs
+    # the ramp ends at step 158 (accumulation 4): the trial runs 20 steps past it and the trace window
+    assert trial_seconds(base, SUMMARY, ramp) == 30.0 + (158 + 20 + 5) * 0.1
+    # batch=64: accumulation 1, no ramp; its default steps at 4x the step time
+    assert trial_seconds(batch, SUMMARY, ramp) == 30.0 + (20 + 8 + 20 + 5) * 0.1 * 4
+    assert trial_seconds(base, SUMMARY, SETTINGS) == 30.0 + (20 + 8 + 20 + 5) * 0.1  # no warm-up recorded
+    far = {**ramp, "warmup_iterations": 1500}  # a ramp to step 1,250: past the bound's reach, not extended for
+    assert trial_seconds(base, SUMMARY, far) == 30.0 + (20 + 8 + 20 + 5) * 0.1

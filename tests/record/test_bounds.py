@@ -124,3 +124,90 @@ def test_endless_runs_the_epoch_on_past_its_last_batch_with_full_batches_only():
             break
     assert [n for n, _ in sizes] == [4, 4, 2, 4, 4, 4, 4, 4] and all(n == m for n, m in sizes)
     assert type(plain) is Loader and len(loader) == 3  # only that instance changed; its length is the user's
+
+
+def ramp_run(steps, ramp_end, accumulate=4, ramp_s=16 / 169, after_s=16 / 256, ready=32):
+    """A GPU-bound run (full queue) whose accumulation ramps from 1 to ``accumulate`` by step ``ramp_end``, its
+    ramp steps slower: the shape of a recorded H100 bounded profile (yolo11n, batch 16, 20 epochs of 63 batches:
+    169 then 256 images/s across the ramp's end)."""
+    t, out = 0.0, []
+    for i in range(steps):
+        dt = ramp_s if i < ramp_end else after_s
+        acc = max(1, round(1 + (accumulate - 1) * i / (ramp_end + 1))) if i < ramp_end else accumulate
+        out.append({"type": "step", "step": i, "n": i, "t0": t, "t1": t + dt, "wait": 0.0, "compute": dt,
+                    "images": 16, "ready": ready, "accumulate": min(acc, accumulate - 1) if i < ramp_end else acc})
+        t += dt
+    return out
+
+
+SETTINGS_RAMP = {"workers": 8, "prefetch_factor": 4, "accumulate": 4, "warmup_iterations": 189}
+
+
+def test_ramp_end_is_where_ultralytics_interpolation_reaches_the_nominal_accumulation():
+    import numpy as np
+
+    for acc, nw in ((2, 94), (2, 126), (4, 189), (4, 63), (8, 125), (16, 2000), (3, 7)):
+        want = next(ni for ni in range(nw + 1) if int(np.interp(ni, [0, nw], [1, acc]).round()) >= acc)
+        assert bounds.ramp_end(acc, nw) == want, (acc, nw)
+    assert bounds.ramp_end(1, 189) == 0 and bounds.ramp_end(4, 0) == 0 and bounds.ramp_end(None, None) == 0
+
+
+def test_the_window_starts_after_the_warmups_accumulation_ramp():
+    # without the ramp's evidence the halves differ by half: the recorded profile read "not settled"
+    plain = summarise([{k: v for k, v in s.items() if k != "accumulate"} for s in ramp_run(303, 158)],
+                      {"workers": 8, "prefetch_factor": 4})
+    assert not plain["window"]["valid"] and "moved" in plain["window"]["why"]
+    s = summarise(ramp_run(303, 158), SETTINGS_RAMP)
+    w = s["window"]
+    assert w["valid"], w
+    assert w["first_step"] == 158 and "left out" in w["warmup"] and not w["in_warmup"]
+    assert abs(s["images_per_s"] / 256 - 1) < 0.01  # the rate after the warm-up, not the ramp's 169
+
+
+def test_a_run_that_ends_in_the_ramp_keeps_its_window_says_so_and_asks_for_the_steps_past_it():
+    w = summarise(ramp_run(77, 158), SETTINGS_RAMP)["window"]  # the default bound of 8 workers: 77 steps
+    assert w["valid"] and w["first_step"] == bounds.SETTLE  # the ramp alone: a steady rate, the ramp's own
+    assert "warm-up" in w["warmup"] and "158" in w["warmup"] and w["in_warmup"]
+    assert w["warmup_needs"] == 158 - 76 + 2 * bounds.MIN_WINDOW and w["needs"] is None  # no invalid window
+    # the same without the settings' warm-up length: named, but no count of steps
+    w = summarise(ramp_run(77, 158), {"workers": 8, "prefetch_factor": 4, "accumulate": 4})["window"]
+    assert w["warmup"] and w["warmup_needs"] is None
+
+
+def test_no_ramp_no_warmup_note():
+    s = summarise(ramp_run(120, 0), SETTINGS_RAMP)  # every step at the nominal accumulation
+    assert s["window"]["valid"] and s["window"]["warmup"] is None and s["window"]["first_step"] == bounds.SETTLE
+    one = summarise(ramp_run(120, 50, accumulate=1), {**SETTINGS_RAMP, "accumulate": 1})  # batch >= nbs: no ramp
+    assert one["window"]["warmup"] is None
+
+
+def test_a_bounded_run_in_the_ramp_moves_its_bound_past_it():
+    from yolodoctor.profiling.recorder import Recorder
+
+    class Events:
+        def __init__(self):
+            self.written = []
+
+        def write(self, kind, **kw):
+            self.written.append((kind, kw))
+
+    ev = Events()
+    r = Recorder(ev, steps_limit=77, extend_to=308)
+    r._workers, r._prefetch, r._accumulate, r._warmup = 8, 4, 4, 189
+    r._timing = [{k: s[k] for k in ("n", "t0", "t1", "wait", "compute", "images", "ready", "accumulate")}
+                 for s in ramp_run(77, 158)]
+    r.steps = 77
+    r._maybe_extend(77, 308)
+    # steps 0 to 178: 21 past the ramp, the trace window's 5 among them
+    assert r.steps_limit == 158 + 2 * bounds.MIN_WINDOW + 1 and ev.written[0][0] == "steps_extended"
+    r2 = Recorder(Events(), steps_limit=77, extend_to=308)
+    r2._workers, r2._prefetch = 8, 4  # no settings' accumulation: nothing to move the bound for
+    r2._timing = r._timing
+    r2._maybe_extend(77, 308)
+    assert r2.steps_limit == 77
+    far = Recorder(Events(), steps_limit=77, extend_to=308)  # a ramp ending at 1,250 (20 epochs of 500 batches)
+    far._workers, far._prefetch, far._accumulate, far._warmup = 8, 4, 4, 1500
+    far._timing = [{k: s[k] for k in ("n", "t0", "t1", "wait", "compute", "images", "ready", "accumulate")}
+                   for s in ramp_run(77, 1250)]
+    far._maybe_extend(77, 308)
+    assert far.steps_limit == 77  # out of the bound's reach: no steps spent that cannot get past it

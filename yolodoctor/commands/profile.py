@@ -49,6 +49,9 @@ def summary_rows(prof: Profile, facts: dict[str, Any], keys: list[tuple[str, str
     if window.get("valid") is False:
         rows = [("rate (not steady)", k) if k == "summary.images_per_s" else (label, k) for label, k in rows]
         notes["summary.images_per_s"] = "no steady window: not the training's rate (see the verdict)"
+    elif window.get("in_warmup"):
+        notes["summary.images_per_s"] = "measured in the warm-up, whose optimizer steps come more often: the rate " \
+                                        "after it may be higher"
     return values, rows, notes
 
 

@@ -1,20 +1,20 @@
 """Ultralytics callbacks that record every training step into the event stream.
 
-Timing: data wait = previous ``on_train_batch_end`` -> next ``on_train_batch_start`` and compute = start -> end, on
-the host clock (time.monotonic). On CUDA the recorder also brackets each step with CUDA events and reads them (and
-the loss) only once the GPU has passed them (``Event.query()``), so it adds no synchronisation to the hot path.
+Timing: data wait = previous ``on_train_batch_end`` -> next ``on_train_batch_start`` and compute = start -> end, on the
+host clock (time.monotonic). On CUDA the recorder also brackets each step with CUDA events and reads them (and the loss)
+only once the GPU has passed them (``Event.query()``), so it adds no synchronisation to the hot path.
 
-Bounding: after ``steps_limit`` steps the recorder sets ``trainer.stop`` and replaces, on this trainer instance
-only, the validation, final evaluation and plotting that Ultralytics would run after a stop, so that a bounded
-profile really ends at its last step. A bounded profile measures as many steps as it needs whatever the user's run
-length: its first epoch runs on past the epoch's last batch (the loader wraps around the dataset, full batches only)
-until the bound, so that a one-epoch training of a small dataset is measured in its own phase (the same epochs,
-hence mosaic, warm-up, optimizer and learning rate as the user's run) rather than cut at its end. With
-``extend_to``, the bound moves up to that many steps while the queue's occupancy shows it still draining
-(record/bounds.py). In script mode the checkpoint is still written (one save of last.pt): ``Model.train()``
-requires one, and a program that trains twice goes on to its second call. Where the process ends with the training
-(``ends_process``: `profile KEY=VALUE` and the trials of fix), a bounded run writes no checkpoint and the session ends
-the process at the training's end.
+Bounding: after ``steps_limit`` steps the recorder sets ``trainer.stop`` and replaces, on this trainer instance only,
+the validation, final evaluation and plotting that Ultralytics would run after a stop, so that a bounded profile really
+ends at its last step. A bounded profile measures as many steps as it needs whatever the user's run length: its first
+epoch runs on past the epoch's last batch (the loader wraps around the dataset, full batches only) until the bound, so
+that a one-epoch training of a small dataset is measured in its own phase (the same epochs, hence mosaic, warm-up,
+optimizer and learning rate as the user's run) rather than cut at its end. With ``extend_to``, the bound moves up to
+that many steps while the queue's occupancy shows it still draining, or past the warm-up's ramp of the gradient
+accumulation where it reaches beyond it (record/bounds.py). In script mode the checkpoint is still written (one save of
+last.pt): ``Model.train()`` requires one, and a program that trains twice goes on to its second call. Where the process
+ends with the training (``ends_process``: `profile KEY=VALUE` and the trials of fix), a bounded run writes no checkpoint
+and the session ends the process at the training's end.
 """
 
 from __future__ import annotations
@@ -75,6 +75,8 @@ class Recorder:
         self._oom_seen = 0
         self._log = LogWatch(self._noted)
         self._workers, self._prefetch = 0, None
+        self._accumulate: int | None = None  # nominal batches per optimizer step, and the warm-up's iterations
+        self._warmup: int | None = None
         self.rank = rank
         self.on_settings = on_settings
         self.on_workers = on_workers
@@ -139,6 +141,7 @@ class Recorder:
         self._cuda = getattr(trainer.device, "type", "cpu") == "cuda"
         settings = effective_settings(trainer)
         self._workers, self._prefetch = settings.get("workers") or 0, settings.get("prefetch_factor")
+        self._accumulate, self._warmup = settings.get("accumulate"), settings.get("warmup_iterations")
         self.events.write("settings", train_index=self.train_index, settings=settings)
         if self.on_settings:
             self.on_settings(settings)
@@ -217,8 +220,8 @@ class Recorder:
         self.total_steps += 1
         self.last_end = time.monotonic()
         if self.steps_limit and not self.bounded:
-            self._timing.append({k: rec[k] for k in ("n", "t0", "t1", "wait", "compute", "images", "ready")
-                                 if k in rec})
+            self._timing.append({k: rec[k] for k in ("n", "t0", "t1", "wait", "compute", "images", "ready",
+                                                     "accumulate") if k in rec})
             if self.extend_to and self.steps == self._check_at(self.steps_limit):
                 self._maybe_extend(self.steps_limit, self.extend_to)
             if self.steps >= self.steps_limit:
@@ -299,17 +302,20 @@ class Recorder:
         return limit
 
     def _maybe_extend(self, limit: int, extend_to: int) -> None:
-        """Move the bound (``limit``) while the evidence says the queue is still draining, up to ``extend_to``
-        steps."""
+        """Move the bound (``limit``) while the evidence says the queue is still draining, up to ``extend_to`` steps,
+        or past the warm-up's ramp of the gradient accumulation where ``extend_to`` reaches beyond it
+        (record/bounds.py)."""
         from yolodoctor.record import bounds
 
         depth = bounds.prefetch_depth(self._workers, self._prefetch)
         traced = limit - self._check_at(limit)
-        w = bounds.window(self._timing, depth)
-        if w["valid"] or not w["needs"] or limit >= extend_to:
+        w = bounds.window(self._timing, depth, accumulate=self._accumulate, warmup=self._warmup)
+        ramp = w["warmup_needs"] if w["warmup_needs"] and limit + w["warmup_needs"] <= extend_to else 0
+        needs = max(0 if w["valid"] else (w["needs"] or 0), ramp)  # the ramp's end only where the bound reaches it
+        if not needs or limit >= extend_to:
             return
-        new = min(extend_to, limit + w["needs"])
-        self.events.write("steps_extended", at=self.steps, steps=new, why=w["why"])
+        new = min(extend_to, limit + needs)
+        self.events.write("steps_extended", at=self.steps, steps=new, why=w["why"] or w["warmup"])
         self.steps_limit = new
         if traced and self.trace is not None:
             self.trace.place_at_end(new - 1)

@@ -9,7 +9,14 @@ pipeline. The window is therefore judged from what the run shows (``window``):
     loader is), and is invalid while the occupancy still falls across it (the queue is still draining); the verdict
     then says how many more steps the drain needs;
   - the rate itself: the two halves of the window must agree within RATE_TOLERANCE;
-  - at least MIN_WINDOW steps.
+  - at least MIN_WINDOW steps;
+  - past Ultralytics' warm-up ramp of the gradient accumulation: over its first warm-up iterations the trainer raises
+    the batches per optimizer step from 1 to ``nbs / batch`` (each step's record keeps ``accumulate``), and a step
+    that also runs the optimizer (gradient unscaling with its host synchronisation, clipping, the update, the EMA)
+    costs more, so a small model's rate rises as the accumulation does. Where the run has at least MIN_WINDOW steps at
+    the nominal accumulation, the window starts there (``warmup`` says how many steps that leaves out); where it has
+    not, the window keeps its ramp steps, ``warmup`` says so and ``warmup_needs`` counts the steps that would take
+    the run past the ramp's end (``ramp_end``), which a bounded run moves its bound for where it can reach them.
 
 Records without occupancy (older runs) fall back to the fixed rule: the window starts after SETTLE + one queue depth
 and needs twice the depth. A bounded profile runs ``default_steps`` (enough for one queue depth to drain after SETTLE
@@ -58,6 +65,48 @@ def window_start(workers: int, prefetch_factor: int | None = PREFETCH_FACTOR) ->
     return SETTLE + prefetch_depth(workers, prefetch_factor)
 
 
+def ramp_end(accumulate: int | float | None, warmup: int | float | None) -> int:
+    """The first iteration at which Ultralytics' warm-up has raised the gradient accumulation to ``accumulate`` (its
+    nominal nbs / batch) over ``warmup`` iterations (its ``np.interp(ni, [0, nw], [1, accumulate]).round()``, rounded
+    half to even as numpy does); 0 where nothing ramps."""
+    if not accumulate or accumulate <= 1 or not warmup or warmup <= 0:
+        return 0
+    slope = (accumulate - 1) / warmup
+    return next((ni for ni in range(int(warmup) + 1) if round(slope * ni + 1) >= accumulate), int(warmup))
+
+
+def _ramp(plain: list[dict[str, Any]], accumulate: int | float | None) -> int | None:
+    """The first step after the last one recorded below the nominal ``accumulate``; None where none is."""
+    if not accumulate or accumulate <= 1:
+        return None
+    below = [_n(s) for s in plain if isinstance(s.get("accumulate"), (int, float)) and s["accumulate"] < accumulate]
+    return max(below) + 1 if below else None
+
+
+def _past_ramp(out: dict[str, Any], plain: list[dict[str, Any]], start: int, accumulate: int | float | None,
+               warmup: int | float | None) -> tuple[int, int | None]:
+    """The window's first step once the warm-up's ramp of the gradient accumulation is left out where the run has
+    MIN_WINDOW steps past it, and the more steps that would take a run still in it past its end (None where none are
+    known); sets ``out``'s ``warmup`` and ``in_warmup`` (window's docstring)."""
+    out.update(warmup=None, in_warmup=False)
+    ramp = _ramp(plain, accumulate)
+    if ramp is None:
+        return start, None
+    if sum(1 for s in plain if _n(s) >= max(start, ramp)) >= MIN_WINDOW:
+        if ramp > start:
+            out["warmup"] = (f"steps {start} to {ramp - 1} left out: Ultralytics' warm-up was still raising the "
+                             f"batches per optimizer step to {accumulate:g}, and a step that also runs the optimizer "
+                             "costs more")
+        return max(start, ramp), None
+    end = max(ramp_end(accumulate, warmup), ramp) if warmup else None
+    last = max(_n(s) for s in plain)
+    out["in_warmup"] = True
+    out["warmup"] = (f"the window lies in Ultralytics' warm-up: the optimizer stepped more often than every "
+                     f"{accumulate:g} batches, as it does after" + (f" step {end}" if end is not None else " it")
+                     + "; the rate after the warm-up may be higher")
+    return start, (end - last + 2 * MIN_WINDOW if end is not None and end > last - MIN_WINDOW else None)
+
+
 def _n(s: dict[str, Any]) -> int:
     return s.get("n", s.get("step", 0))
 
@@ -73,13 +122,18 @@ def _rate(steps: list[dict[str, Any]]) -> float | None:
     return sum(s.get("images") or 0 for s in steps) / t if t > 0 else None
 
 
-def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> dict[str, Any]:
+def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False, accumulate: int | float | None = None,
+           warmup: int | float | None = None) -> dict[str, Any]:
     """The steady window of a run's steps (trace steps left out): ``first_step``, ``last_step``, ``steps`` (the
     records), ``stretches`` ([first, last] of each stretch of consecutive training steps it holds), ``spans`` (their
     [start, end] on the run's clock), ``valid``, ``why`` (None when valid), ``needs`` (more steps the run would need,
     when the evidence can tell), ``evidence`` ("occupancy" | "no queue" | "fixed rule"), ``refill_skipped`` (steps
-    left out after pauses). ``whole``: the steps given are a live run's rolling window, judged from their first
-    settled step on.
+    left out after pauses), ``warmup`` (None, or what the warm-up's ramp of the gradient accumulation did to the
+    window), ``in_warmup`` (the window holds the ramp's steps) and ``warmup_needs`` (the more steps that would take
+    the window past that ramp, where known). ``whole``: the steps given are a live run's rolling window, judged from
+    their first settled step on.
+    ``accumulate``, ``warmup``: the run's nominal gradient accumulation and warm-up iterations (its settings), which
+    place the ramp (the module's docstring).
 
     A window holds training steps only: the steps are cut at their pauses (record/stretches.py), and after each pause
     the steps served from the loader's queue, which refilled while the training paused, are left out (``refill``).
@@ -104,6 +158,7 @@ def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> d
     else:
         start = first
     level = steady_level(head, depth) if evidence == "occupancy" and not whole else None
+    start, ramp_needs = _past_ramp(out, [] if whole else plain, start, accumulate, warmup)
     kept, skipped = [], 0
     for k, part in enumerate(parts):
         cut = 0 if k == 0 else refill(part, depth, evidence, level)
@@ -152,6 +207,7 @@ def window(steps: list[dict[str, Any]], depth: int, *, whole: bool = False) -> d
     out.update(records=win, steps=len(win), valid=why is None, why=why, needs=needs,
                stretches=[[_n(p[0]), _n(p[-1])] for p in kept],
                spans=[[round(a, 6), round(b, 6)] for a, b in (stretches.span(p) for p in kept)])
+    out["warmup_needs"] = ramp_needs  # a bounded run still in the ramp: the steps that would take it past it
     if win:
         out.update(first_step=_n(win[0]), last_step=_n(win[-1]))
     return out

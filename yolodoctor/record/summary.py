@@ -74,7 +74,8 @@ def summarise_train(steps: list[dict], settings: Settings, whole: bool = False,
     out["pauses"] = {"count": len(gaps), "seconds": sum(p["seconds"] for p in gaps),
                      "longest_s": max((p["seconds"] for p in gaps), default=0.0), "epoch_ends": len(at_ends),
                      "epoch_end_s_median": statistics.median(at_ends) if at_ends else None}
-    w = bounds.window(steps, depth_of(settings), whole=whole)
+    w = bounds.window(steps, depth_of(settings), whole=whole, accumulate=settings.get("accumulate"),
+                      warmup=settings.get("warmup_iterations"))
     window = w.pop("records")
     out["window"] = w
     spans = w.get("spans") or []
