@@ -10,13 +10,14 @@ pipeline. The window is therefore judged from what the run shows (``window``):
     then says how many more steps the drain needs;
   - the rate itself: the two halves of the window must agree within RATE_TOLERANCE;
   - at least MIN_WINDOW steps;
-  - past Ultralytics' warm-up ramp of the gradient accumulation: over its first warm-up iterations the trainer raises
-    the batches per optimizer step from 1 to ``nbs / batch`` (each step's record keeps ``accumulate``), and a step
-    that also runs the optimizer (gradient unscaling with its host synchronisation, clipping, the update, the EMA)
-    costs more, so a small model's rate rises as the accumulation does. Where the run has at least MIN_WINDOW steps at
-    the nominal accumulation, the window starts there (``warmup`` says how many steps that leaves out); where it has
-    not, the window keeps its ramp steps, ``warmup`` says so and ``warmup_needs`` counts the steps that would take
-    the run past the ramp's end (``ramp_end``), which a bounded run moves its bound for where it can reach them.
+  - past Ultralytics' warm-up ramp of the gradient accumulation: over its first warm-up iterations the trainer
+    raises the batches per optimizer step from 1 to ``nbs / batch`` (each step's record keeps ``accumulate``), and a
+    step that also runs the optimizer (under fp16 the scaler's check for infinite gradients, which waits for the
+    GPU; the clipping, the update, the EMA) costs more, so a small model's rate rises as the accumulation does.
+    Where the run has at least MIN_WINDOW steps at the nominal accumulation, the window starts there (``warmup``
+    says how many steps that leaves out); where it has not, the window keeps its ramp steps, ``warmup`` says so and
+    ``warmup_needs`` counts the steps that would take the run past the ramp's end (``ramp_end``), which a bounded
+    run moves its bound for where it can reach them.
 
 Records without occupancy (older runs) fall back to the fixed rule: the window starts after SETTLE + one queue depth
 and needs twice the depth. A bounded profile runs ``default_steps`` (enough for one queue depth to drain after SETTLE
