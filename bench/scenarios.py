@@ -250,9 +250,9 @@ def export(out: Path) -> None:
         stage_files = (WORK / "scenarios").glob("*/*")  # logs, return codes, the commands' JSON
         run_records = (WORK / "scenarios").glob("*/*/profile.json")  # each finished run's record, the applied one too
         step_events = (WORK / "scenarios").glob("*/*/events.jsonl.gz")  # and its steps: windows can be re-derived
-        for f in sorted([*stage_files, *run_records, *step_events]):
-            if f.is_file() and f.suffix in (".log", ".rc", ".json", ".gz") and f.stat().st_size < 5_000_000 \
-                    and not f.name.endswith(".json.gz"):
+        records = [f for f in [*stage_files, *run_records] if f.suffix in (".log", ".rc", ".json")]
+        for f in sorted([*records, *step_events]):
+            if f.is_file() and f.stat().st_size < 5_000_000:
                 tar.add(f, arcname=str(f.relative_to(WORK)))
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yolodoctor.fixing.candidates import Candidate
+from yolodoctor.fixing.planner import accumulate
 from yolodoctor.record import bounds
 from yolodoctor.record.settings import Settings
 
@@ -82,9 +83,8 @@ def trial_seconds(cand: Candidate, summary: dict[str, Any], settings: Settings, 
     steps = bounds.default_steps(int(workers or 0), settings.get("prefetch_factor"))
     # a run still in the warm-up's ramp of the gradient accumulation extends its bound past it (record/bounds.py):
     # the candidate's batch sets its accumulation (nbs / batch) and its warm-up's iterations (epochs x batches)
-    accumulate = max(round((settings.get("nbs") or 64) / batch), 1)
     warmup = (settings.get("warmup_iterations") or 0) * batch0 / batch
-    ramp = bounds.ramp_end(accumulate, warmup)
+    ramp = bounds.ramp_end(accumulate(settings.get("nbs") or 64, batch), warmup)
     past = ramp + 2 * bounds.MIN_WINDOW + bounds.ACTIVE
     if ramp and past <= bounds.max_steps(int(workers or 0), settings.get("prefetch_factor")):
         steps = max(steps, past)
