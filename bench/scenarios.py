@@ -120,11 +120,11 @@ def step(d: Path, stage: str, command: str) -> bool:
 
 
 def collect(sc: dict, d: Path, dest: Path) -> None:
-    """The small records of a finished scenario: the profiles' profile.json, the commands' JSON, fix's log tail."""
+    """The small records of a finished scenario: the profiles' profile.json and step events (``NAME.events.jsonl.gz``,
+    from which a window can be derived again), the commands' JSON, fix's log tail."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("profile", "original", *(f"grid-{i}" for i in range(len(sc["grid"])))):
-        if (d / name / "profile.json").exists():
-            shutil.copy(d / name / "profile.json", dest / f"{name}.profile.json")
+        _keep_run(d / name, dest, name)
     for f in ("profile.out.json", "fix.json", *(f"{s}.time.json" for s in STAGES)):
         if (d / f).exists():
             shutil.copy(d / f, dest / f)
@@ -135,10 +135,19 @@ def collect(sc: dict, d: Path, dest: Path) -> None:
     except (OSError, ValueError):
         applied = None
     applied = (d / applied) if applied else None  # fix writes it relative to where it ran: the scenario's folder
-    if applied and (applied / "profile.json").exists():
-        shutil.copy(applied / "profile.json", dest / "applied.profile.json")
+    if applied:
+        _keep_run(applied, dest, "applied")
     (dest / "machine.json").write_text(json.dumps(machine(d / "original"), indent=1) + "\n")
     (dest / "scenario.json").write_text(json.dumps(sc, indent=1) + "\n")
+
+
+def _keep_run(run_dir: Path, dest: Path, name: str) -> None:
+    """A run directory's record as ``NAME.profile.json`` and its step events as ``NAME.events.jsonl.gz``."""
+    if (run_dir / "profile.json").exists():
+        shutil.copy(run_dir / "profile.json", dest / f"{name}.profile.json")
+    if (run_dir / "events.jsonl").exists():
+        with open(run_dir / "events.jsonl", "rb") as src, gzip.open(dest / f"{name}.events.jsonl.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
 
 
 def machine(run_dir: Path) -> dict:
@@ -238,18 +247,34 @@ def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES
     return 0
 
 
+def finished() -> list[str]:
+    """Collect again every scenario whose stages have all ended under WORK but whose results under RESULTS are not on
+    this code: on a machine kept between calls, the next call's copy of the tree puts the committed results back, and
+    a scenario collected by an earlier call would otherwise be missing from this call's archive. Returns their names."""
+    names = []
+    for sc in load():
+        d = WORK / "scenarios" / sc["name"]
+        if all((d / f"{st}.rc").exists() for st in STAGES) and not current(sc["name"]):
+            if (RESULTS / sc["name"]).exists():
+                shutil.rmtree(RESULTS / sc["name"])
+            collect(sc, d, RESULTS / sc["name"])
+            names.append(sc["name"])
+    return names
+
+
 def export(out: Path) -> None:
     """The two archives of a call (the module's docstring): the finished scenarios, and the stages so far."""
     import tarfile
 
     out.mkdir(parents=True, exist_ok=True)
+    finished()
     with tarfile.open(out / "scenarios.tgz", "w:gz") as tar:
         if RESULTS.exists():
             tar.add(RESULTS, arcname="scenarios")
     with tarfile.open(out / "stages.tgz", "w:gz") as tar:
         stage_files = (WORK / "scenarios").glob("*/*")  # logs, return codes, the commands' JSON
         run_records = (WORK / "scenarios").glob("*/*/profile.json")  # each finished run's record, the applied one too
-        step_events = (WORK / "scenarios").glob("*/*/events.jsonl.gz")  # and its steps: windows can be re-derived
+        step_events = (WORK / "scenarios").glob("*/*/events*.jsonl")  # and its steps: windows can be re-derived
         records = [f for f in [*stage_files, *run_records] if f.suffix in (".log", ".rc", ".json")]
         for f in sorted([*records, *step_events]):
             if f.is_file() and f.stat().st_size < 5_000_000:
@@ -289,9 +314,13 @@ def read(d: Path) -> dict:
     sc = _j(d / "scenario.json")
     prof, fix = _j(d / "profile.out.json"), _j(d / "fix.json")
     orig, app = _j(d / "original.profile.json"), _j(d / "applied.profile.json")
-    grid = [(g, _rate(_j(d / f"grid-{i}.profile.json"))) for i, g in enumerate(sc.get("grid", []))]
-    points = [("original", _rate(orig))] + [(" ".join(kv(g)), r) for g, r in grid]
-    best = max(((n, r) for n, r in points if r), key=lambda x: x[1], default=(None, None))
+    grid = [_j(d / f"grid-{i}.profile.json") for i in range(len(sc.get("grid", [])))]
+    points = [("original", orig)] + [(" ".join(kv(g)), p) for g, p in zip(sc.get("grid", []), grid, strict=True)]
+    # the best point is the best steady one: a window the queue still fed (or that had not settled) is no rate to
+    # hold the applied training to; unsteady points that read higher are named beside it
+    best = max(((n, _rate(p)) for n, p in points if _rate(p) and _steady(p)), key=lambda x: x[1], default=(None, None))
+    unsteady = [f"{n} {_rate(p):.0f}" for n, p in points if _rate(p) and not _steady(p) and (_rate(p) or 0) >
+                (best[1] or 0)]
     trials = fix.get("trials") or {}
     kept = [f"{k['key']}={k['after']}" for k in trials.get("kept") or []]
     applied = fix.get("applied") or {}
@@ -319,7 +348,8 @@ def read(d: Path) -> dict:
             "orig_rate": _rate(orig), "app_rate": _rate(app) if relaunched else _rate(orig),
             "app_steady": _steady(app) if relaunched else _steady(orig),
             "app_average": _average(app) if relaunched else _average(orig),
-            "orig_wall": o_wall, "app_wall": a_wall, "best": best, "verify_s": trials.get("wall_s"),
+            "orig_wall": o_wall, "app_wall": a_wall, "best": best, "unsteady_points": unsteady,
+            "verify_s": trials.get("wall_s"),
             "noise": spread if spread is not None else NOISE}
 
 
@@ -370,7 +400,9 @@ def row_text(r: dict) -> str:
             + ("" if r.get("app_steady", True) else
                f", not steady; {_f(r.get('app_average'), '.0f')} over all its training steps") + ") | "
             f"{ratio(r['orig_wall'], r['app_wall'])} ({_f(r['orig_wall'], '.0f')} -> {_f(r['app_wall'], '.0f')} s) | "
-            f"{ratio(r['app_rate'], r['best'][1])} of {r['best'][0] or '-'} | {_f(r['verify_s'], '.0f')} s / "
+            f"{ratio(r['app_rate'], r['best'][1])} of {r['best'][0] or '-'}"
+            + (f" (not steady, left out: {', '.join(r['unsteady_points'])})" if r.get("unsteady_points") else "")
+            + f" | {_f(r['verify_s'], '.0f')} s / "
             f"{_f(saved, '.0f')} s | {'; '.join(goals(r)) or '-'} |")
 
 

@@ -36,9 +36,9 @@ def test_a_stage_runs_detached_once_and_is_not_restarted_while_it_runs(tmp_path)
     assert sc.step(tmp_path, "grid", cmd) is True  # ended: a later call goes on to the next stage
 
 
-def record(d: Path, name: str, rate: float, wall: float) -> None:
+def record(d: Path, name: str, rate: float, wall: float, steady: bool = True) -> None:
     (d / f"{name}.profile.json").write_text(json.dumps({"summary": {"images_per_s": rate, "phases": {"total": wall},
-                                                                    "window": {"valid": True}}}))
+                                                                    "window": {"valid": steady}}}))
 
 
 def scenario(tmp_path, *, epochs=20, bottleneck="too few workers", kept=True, applied_rate=900.0, applied_wall=500.0,
@@ -70,6 +70,18 @@ def test_goals_are_judged_against_the_best_swept_point_and_the_time_saved(tmp_pa
     row = sc.row_text(r)
     assert "| DL201 | workers=15, batch=64 | workers=15 | workers=15 (as measured) |" in row
     assert "4.50x (200 -> 900)" in row and "2.00x (1000 -> 500 s)" in row
+
+
+def test_a_grid_point_whose_window_is_not_steady_is_named_but_not_held_as_the_best(tmp_path):
+    scenario(tmp_path)
+    record(tmp_path / "s", "grid-1", 1400.0, 0, steady=False)  # a window the loader's queue still fed
+    r = sc.read(tmp_path / "s")
+    assert r["best"] == ("workers=8", 600.0) and sc.goals(r)[0] == "best met"
+    assert "1.50x of workers=8 (not steady, left out: workers=15 1400) |" in sc.row_text(r)
+    record(tmp_path / "s", "grid-0", 600.0, 0, steady=False)
+    record(tmp_path / "s", "original", 200.0, 1000.0, steady=False)
+    r = sc.read(tmp_path / "s")  # no steady point at all: no best to judge against
+    assert r["best"] == (None, None) and not any(g.startswith("best") for g in sc.goals(r))
 
 
 def test_missed_goals_are_named(tmp_path):
@@ -107,18 +119,52 @@ def test_export_leaves_two_archives_whatever_the_number_of_files(tmp_path, monke
     (work / "scenarios" / "a" / "trace.json.gz").write_bytes(b"x")  # not a stage's record: left out
     (work / "scenarios" / "a" / "fix-profile").mkdir()
     (work / "scenarios" / "a" / "fix-profile" / "profile.json").write_text("{}")  # a finished run's record: kept
-    (work / "scenarios" / "a" / "fix-profile" / "steps.jsonl").write_text("{}")  # its events: left out
-    (work / "scenarios" / "a" / "fix-profile" / "events.jsonl.gz").write_bytes(b"x")  # its step events: kept
-    (work / "scenarios" / "a" / "fix-profile" / "samples.jsonl.gz").write_bytes(b"x")  # its samples: left out
+    (work / "scenarios" / "a" / "fix-profile" / "steps.jsonl").write_text("{}")  # no stream the product writes
+    (work / "scenarios" / "a" / "fix-profile" / "events.jsonl").write_text("{}")  # its step events: kept
+    (work / "scenarios" / "a" / "fix-profile" / "events-rank1.jsonl").write_text("{}")  # a rank's: kept
+    (work / "scenarios" / "a" / "fix-profile" / "samples.jsonl").write_text("{}")  # its samples: left out
     monkeypatch.setattr(sc, "RESULTS", results)
     monkeypatch.setattr(sc, "WORK", work)
+    monkeypatch.setattr(sc, "load", lambda: [])
     sc.export(tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["scenarios.tgz", "stages.tgz"]
     with tarfile.open(tmp_path / "out" / "scenarios.tgz") as t:
         assert len([m for m in t.getnames() if m.endswith(".profile.json")]) == 12
     with tarfile.open(tmp_path / "out" / "stages.tgz") as t:
-        assert t.getnames() == ["scenarios/a/fix-profile/events.jsonl.gz", "scenarios/a/fix-profile/profile.json",
-                                "scenarios/a/fix.log"]
+        assert t.getnames() == ["scenarios/a/fix-profile/events-rank1.jsonl", "scenarios/a/fix-profile/events.jsonl",
+                                "scenarios/a/fix-profile/profile.json", "scenarios/a/fix.log"]
+
+
+def test_export_collects_again_what_an_earlier_call_finished(tmp_path, monkeypatch):
+    """On a machine kept between calls the tree's copy puts the committed results back: a scenario whose stages all
+    ended in an earlier call is collected again, with its runs' step events, so every call's archive holds it."""
+    import gzip
+    import tarfile
+
+    results, work = tmp_path / "results", tmp_path / "work"
+    row = {"name": "a", "grid": [{"workers": 15}]}
+    d = work / "scenarios" / "a"
+    for run in ("profile", "original", "grid-0"):
+        (d / run).mkdir(parents=True)
+        (d / run / "profile.json").write_text(json.dumps({"created": "2026-12-07T22:00:00", "run": run}))
+        (d / run / "events.jsonl").write_text(json.dumps({"type": "step", "n": 0, "run": run}) + "\n")
+    (d / "fix.json").write_text("{}")
+    monkeypatch.setattr(sc, "RESULTS", results)
+    monkeypatch.setattr(sc, "WORK", work)
+    monkeypatch.setattr(sc, "load", lambda: [row])
+    (results / "a").mkdir(parents=True)
+    (results / "a" / "machine.json").write_text(json.dumps({"code": "other"}))  # the committed row, other code
+    (results / "a" / "scenario.json").write_text(json.dumps(row))
+    assert sc.finished() == []  # a stage still runs (no fix.rc yet): nothing to collect
+    for st in sc.STAGES:
+        (d / f"{st}.rc").write_text("0")
+    sc.export(tmp_path / "out")
+    assert sc.current("a") and sc.finished() == []  # collected once; on this code now
+    with gzip.open(results / "a" / "grid-0.events.jsonl.gz", "rt") as fh:
+        assert json.loads(fh.readline())["run"] == "grid-0"
+    with tarfile.open(tmp_path / "out" / "scenarios.tgz") as t:
+        names = t.getnames()
+    assert "scenarios/a/original.profile.json" in names and "scenarios/a/original.events.jsonl.gz" in names
 
 
 def test_an_unverified_apply_and_a_combination_other_than_the_measured_are_named(tmp_path):
