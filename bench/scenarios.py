@@ -13,8 +13,9 @@ bench/results/scenarios/NAME (committed) is not run again if they were measured 
 its machine.json); `plan` lists the others. What a finished scenario leaves (profiles' records, fix's
 JSON, no traces or weights) is copied to bench/results/scenarios/NAME. Where $OUT is set (a folder of your choice),
 every call leaves there two archives: scenarios.tgz (the finished scenarios, as under bench/results/) and
-stages.tgz (the stages' logs, return codes and JSON so far, and each finished run directory's profile.json and step
-events, so a machine taken back mid-scenario still leaves the runs it finished, and a window can be derived again).
+stages.tgz (the stages' logs, return codes and JSON so far, and each finished run directory's profile.json, step
+events and samples, so a machine taken back mid-scenario still leaves the runs it finished, and a window can be
+derived again).
 """
 
 from __future__ import annotations
@@ -142,12 +143,15 @@ def collect(sc: dict, d: Path, dest: Path) -> None:
 
 
 def _keep_run(run_dir: Path, dest: Path, name: str) -> None:
-    """A run directory's record as ``NAME.profile.json`` and its step events as ``NAME.events.jsonl.gz``."""
+    """A run directory's record as ``NAME.profile.json``, its step events as ``NAME.events.jsonl.gz`` and its
+    sampler's stream (CPU, workers, GPU) as ``NAME.samples.jsonl.gz``."""
     if (run_dir / "profile.json").exists():
         shutil.copy(run_dir / "profile.json", dest / f"{name}.profile.json")
-    if (run_dir / "events.jsonl").exists():
-        with open(run_dir / "events.jsonl", "rb") as src, gzip.open(dest / f"{name}.events.jsonl.gz", "wb") as dst:
-            shutil.copyfileobj(src, dst)
+    for stream in ("events", "samples"):
+        if (run_dir / f"{stream}.jsonl").exists():
+            with open(run_dir / f"{stream}.jsonl", "rb") as src, \
+                    gzip.open(dest / f"{name}.{stream}.jsonl.gz", "wb") as dst:
+                shutil.copyfileobj(src, dst)
 
 
 def machine(run_dir: Path) -> dict:
@@ -274,7 +278,8 @@ def export(out: Path) -> None:
     with tarfile.open(out / "stages.tgz", "w:gz") as tar:
         stage_files = (WORK / "scenarios").glob("*/*")  # logs, return codes, the commands' JSON
         run_records = (WORK / "scenarios").glob("*/*/profile.json")  # each finished run's record, the applied one too
-        step_events = (WORK / "scenarios").glob("*/*/events*.jsonl")  # and its steps: windows can be re-derived
+        # and its steps (windows can be derived again) and samples (what the CPUs and the GPU did meanwhile)
+        step_events = [*(WORK / "scenarios").glob("*/*/events*.jsonl"), *(WORK / "scenarios").glob("*/*/samples.jsonl")]
         records = [f for f in [*stage_files, *run_records] if f.suffix in (".log", ".rc", ".json")]
         for f in sorted([*records, *step_events]):
             if f.is_file() and f.stat().st_size < 5_000_000:

@@ -122,7 +122,8 @@ def test_export_leaves_two_archives_whatever_the_number_of_files(tmp_path, monke
     (work / "scenarios" / "a" / "fix-profile" / "steps.jsonl").write_text("{}")  # no stream the product writes
     (work / "scenarios" / "a" / "fix-profile" / "events.jsonl").write_text("{}")  # its step events: kept
     (work / "scenarios" / "a" / "fix-profile" / "events-rank1.jsonl").write_text("{}")  # a rank's: kept
-    (work / "scenarios" / "a" / "fix-profile" / "samples.jsonl").write_text("{}")  # its samples: left out
+    (work / "scenarios" / "a" / "fix-profile" / "samples.jsonl").write_text("{}")  # its samples: kept
+    (work / "scenarios" / "a" / "fix-profile" / "output.log").write_text("x")  # Ultralytics' console: left out
     monkeypatch.setattr(sc, "RESULTS", results)
     monkeypatch.setattr(sc, "WORK", work)
     monkeypatch.setattr(sc, "load", lambda: [])
@@ -132,7 +133,8 @@ def test_export_leaves_two_archives_whatever_the_number_of_files(tmp_path, monke
         assert len([m for m in t.getnames() if m.endswith(".profile.json")]) == 12
     with tarfile.open(tmp_path / "out" / "stages.tgz") as t:
         assert t.getnames() == ["scenarios/a/fix-profile/events-rank1.jsonl", "scenarios/a/fix-profile/events.jsonl",
-                                "scenarios/a/fix-profile/profile.json", "scenarios/a/fix.log"]
+                                "scenarios/a/fix-profile/profile.json", "scenarios/a/fix-profile/samples.jsonl",
+                                "scenarios/a/fix.log"]
 
 
 def test_export_collects_again_what_an_earlier_call_finished(tmp_path, monkeypatch):
@@ -148,6 +150,7 @@ def test_export_collects_again_what_an_earlier_call_finished(tmp_path, monkeypat
         (d / run).mkdir(parents=True)
         (d / run / "profile.json").write_text(json.dumps({"created": "2026-12-07T22:00:00", "run": run}))
         (d / run / "events.jsonl").write_text(json.dumps({"type": "step", "n": 0, "run": run}) + "\n")
+        (d / run / "samples.jsonl").write_text(json.dumps({"type": "sampler_start", "cpu_count": 16}) + "\n")
     (d / "fix.json").write_text("{}")
     monkeypatch.setattr(sc, "RESULTS", results)
     monkeypatch.setattr(sc, "WORK", work)
@@ -164,7 +167,9 @@ def test_export_collects_again_what_an_earlier_call_finished(tmp_path, monkeypat
         assert json.loads(fh.readline())["run"] == "grid-0"
     with tarfile.open(tmp_path / "out" / "scenarios.tgz") as t:
         names = t.getnames()
-    assert "scenarios/a/original.profile.json" in names and "scenarios/a/original.events.jsonl.gz" in names
+    assert {"scenarios/a/original.profile.json", "scenarios/a/original.events.jsonl.gz",
+            "scenarios/a/original.samples.jsonl.gz"} <= set(names)
+    assert json.loads((results / "a" / "machine.json").read_text())["cpus"] == 16  # the original's sampler saw them
 
 
 def test_an_unverified_apply_and_a_combination_other_than_the_measured_are_named(tmp_path):
