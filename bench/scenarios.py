@@ -121,8 +121,8 @@ def step(d: Path, stage: str, command: str) -> bool:
 
 
 def collect(sc: dict, d: Path, dest: Path) -> None:
-    """The small records of a finished scenario: the profiles' profile.json and step events (``NAME.events.jsonl.gz``,
-    from which a window can be derived again), the commands' JSON, fix's log tail."""
+    """The small records of a finished scenario: each run's profile.json, step events and sampler stream
+    (``_keep_run``; a window can be derived again from the steps), the commands' JSON, fix's log tail."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("profile", "original", *(f"grid-{i}" for i in range(len(sc["grid"])))):
         _keep_run(d / name, dest, name)
