@@ -242,11 +242,9 @@ def run(only: list[str] | None, seconds: float, stages: tuple[str, ...] = STAGES
                 time.sleep(5)
             rc = (d / f"{stage}.rc").read_text().strip()
             print(f"{sc['name']}: {stage} rc={rc}", flush=True)
-        if not all((d / f"{st}.rc").exists() for st in STAGES):
+        if not _ended(d):
             continue
-        if (RESULTS / sc["name"]).exists():
-            shutil.rmtree(RESULTS / sc["name"])  # replaced, not mixed: every record of a row from one run
-        collect(sc, d, RESULTS / sc["name"])
+        _collect_anew(sc, d)
         print(row_text(read(RESULTS / sc["name"])), flush=True)
     return 0
 
@@ -258,12 +256,22 @@ def finished() -> list[str]:
     names = []
     for sc in load():
         d = WORK / "scenarios" / sc["name"]
-        if all((d / f"{st}.rc").exists() for st in STAGES) and not current(sc["name"]):
-            if (RESULTS / sc["name"]).exists():
-                shutil.rmtree(RESULTS / sc["name"])
-            collect(sc, d, RESULTS / sc["name"])
+        if _ended(d) and not current(sc["name"]):
+            _collect_anew(sc, d)
             names.append(sc["name"])
     return names
+
+
+def _ended(d: Path) -> bool:
+    """Whether every stage of the scenario working in ``d`` has ended."""
+    return all((d / f"{st}.rc").exists() for st in STAGES)
+
+
+def _collect_anew(sc: dict, d: Path) -> None:
+    """Collect scenario ``sc`` from ``d`` into RESULTS, replacing what was kept: every record of a row from one run."""
+    if (RESULTS / sc["name"]).exists():
+        shutil.rmtree(RESULTS / sc["name"])
+    collect(sc, d, RESULTS / sc["name"])
 
 
 def export(out: Path) -> None:
@@ -279,9 +287,9 @@ def export(out: Path) -> None:
         stage_files = (WORK / "scenarios").glob("*/*")  # logs, return codes, the commands' JSON
         run_records = (WORK / "scenarios").glob("*/*/profile.json")  # each finished run's record, the applied one too
         # and its steps (windows can be derived again) and samples (what the CPUs and the GPU did meanwhile)
-        step_events = [*(WORK / "scenarios").glob("*/*/events*.jsonl"), *(WORK / "scenarios").glob("*/*/samples.jsonl")]
+        streams = [*(WORK / "scenarios").glob("*/*/events*.jsonl"), *(WORK / "scenarios").glob("*/*/samples.jsonl")]
         records = [f for f in [*stage_files, *run_records] if f.suffix in (".log", ".rc", ".json")]
-        for f in sorted([*records, *step_events]):
+        for f in sorted([*records, *streams]):
             if f.is_file() and f.stat().st_size < 5_000_000:
                 tar.add(f, arcname=str(f.relative_to(WORK)))
 
@@ -323,9 +331,9 @@ def read(d: Path) -> dict:
     points = [("original", orig)] + [(" ".join(kv(g)), p) for g, p in zip(sc.get("grid", []), grid, strict=True)]
     # the best point is the best steady one: a window the queue still fed (or that had not settled) is no rate to
     # hold the applied training to; unsteady points that read higher are named beside it
-    best = max(((n, _rate(p)) for n, p in points if _rate(p) and _steady(p)), key=lambda x: x[1], default=(None, None))
-    unsteady = [f"{n} {_rate(p):.0f}" for n, p in points if _rate(p) and not _steady(p) and (_rate(p) or 0) >
-                (best[1] or 0)]
+    rated = [(n, r, _steady(p)) for n, p in points if (r := _rate(p))]
+    best = max(((n, r) for n, r, steady in rated if steady), key=lambda x: x[1], default=(None, None))
+    unsteady = [f"{n} {r:.0f}" for n, r, steady in rated if not steady and r > (best[1] or 0)]
     trials = fix.get("trials") or {}
     kept = [f"{k['key']}={k['after']}" for k in trials.get("kept") or []]
     applied = fix.get("applied") or {}
